@@ -1,0 +1,47 @@
+# luapipe: `make demo` runs the main job, `make test` runs every check.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: test demo deps venv lint typecheck pytest clean
+
+## System packages: redis-server and redis-cli (and luac5.1 for `scripts lint`), installed if missing.
+deps:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
+	    || ! command -v luac5.1 >/dev/null; then \
+	  if command -v apt-get >/dev/null; then \
+	    echo "installing redis-server redis-tools lua5.1 with apt-get"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools lua5.1; \
+	  else \
+	    echo "error: redis-server not found; install Redis 7 (redis-server, redis-cli) first" >&2; exit 1; \
+	  fi; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check toolkit tests examples
+	$(BIN)/ruff format --check toolkit tests examples
+
+typecheck: venv
+	$(BIN)/mypy --strict toolkit/luapipe
+
+pytest: deps venv
+	$(BIN)/python -m pytest -q
+
+test: deps venv lint typecheck pytest
+
+demo: deps venv
+	$(BIN)/luapipe demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

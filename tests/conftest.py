@@ -1,0 +1,90 @@
+"""Fixtures: a real redis-server per session, a fresh fakeredis server per test.
+
+``client`` runs one test body against both (``real`` and ``fake``); ``r`` is the real
+server only; ``real_variant`` covers RESP2/RESP3 with and without hiredis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
+
+from luapipe.bench.server import EmbeddedRedis, ServerProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS_DIR = ROOT / "scripts_lua"
+EXAMPLES_DIR = ROOT / "examples"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[ServerProcess]:
+    server = EmbeddedRedis()
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def _fresh(client: redis.Redis) -> redis.Redis:
+    client.flushall()
+    client.script_flush()
+    client.function_flush()
+    client.config_set("busy-reply-threshold", 5000)
+    return client
+
+
+@pytest.fixture
+def r(redis_server: ServerProcess) -> Iterator[redis.Redis]:
+    """A real server, emptied (keys, scripts, functions) before the test; RESP2, decoded."""
+    client = redis.Redis(host=redis_server.host, port=redis_server.port, protocol=2)
+    try:
+        yield _fresh(client)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def fake() -> Iterator[redis.Redis]:
+    """A fresh fakeredis server with Lua (version 7.0) for each test."""
+    server = fakeredis.FakeServer(version=(7, 0))
+    client = fakeredis.FakeRedis(server=server, protocol=2)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(params=["real", "fake"])
+def client(request: pytest.FixtureRequest) -> redis.Redis:
+    """The same test body against the real server and against fakeredis."""
+    fixture: redis.Redis = request.getfixturevalue("r" if request.param == "real" else "fake")
+    return fixture
+
+
+_VARIANTS: dict[str, dict[str, Any]] = {
+    "resp2-python": {"protocol": 2, "parser_class": _RESP2Parser},
+    "resp3-python": {"protocol": 3, "parser_class": _RESP3Parser},
+    "resp2-hiredis": {"protocol": 2, "parser_class": _HiredisParser},
+    "resp3-hiredis": {"protocol": 3, "parser_class": _HiredisParser},
+}
+
+
+@pytest.fixture(params=sorted(_VARIANTS))
+def real_variant(request: pytest.FixtureRequest, redis_server: ServerProcess) -> Iterator[redis.Redis]:
+    """The real server through each protocol and parser redis-py offers."""
+    client = redis.Redis(host=redis_server.host, port=redis_server.port, **_VARIANTS[request.param])
+    try:
+        yield _fresh(client)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def scripts_dir() -> Path:
+    return SCRIPTS_DIR

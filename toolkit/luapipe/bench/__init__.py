@@ -1,0 +1,1 @@
+"""Benchmarking: the embedded server, the RTT proxy, the runner and statistics."""

@@ -1,0 +1,198 @@
+"""A private redis-server: temp dir, free loopback port, no persistence, stopped by its PID.
+
+Used by ``luapipe bench``/``verify`` without ``--url`` and by the test fixtures::
+
+    with EmbeddedRedis() as server:
+        client = redis.Redis.from_url(server.url)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from luapipe.errors import EnvironmentProblem
+
+__all__ = ["EmbeddedRedis", "ServerProcess", "find_redis_server", "free_port"]
+
+INSTALL_HINT = (
+    "redis-server not found on PATH; install it (Debian/Ubuntu: "
+    "apt-get install -y redis-server redis-tools) or pass --url"
+)
+
+
+def find_redis_server(program: str = "redis-server") -> str:
+    """Return the path of ``redis-server`` or raise a one-line :class:`EnvironmentProblem`."""
+    found = shutil.which(program)
+    if found is None:
+        raise EnvironmentProblem(INSTALL_HINT if program == "redis-server" else f"{program} not found on PATH")
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the caller retries if it is taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """A running server: where it listens and which process it is."""
+
+    host: str
+    port: int
+    pid: int
+    directory: str
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _ping(host: str, port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(b"PING\r\n")
+            data = s.recv(64)
+    except OSError:
+        return False
+    # +PONG, or -NOAUTH / -LOADING: the server is up and speaking RESP either way.
+    return data.startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
+
+
+class EmbeddedRedis:
+    """Start a private redis-server; ``stop()`` ends exactly that process (by its PID)."""
+
+    def __init__(
+        self,
+        extra_args: Sequence[str] = (),
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        directory: str | None = None,
+        startup_timeout: float = 10.0,
+    ) -> None:
+        self.extra_args = tuple(extra_args)
+        self.host = host
+        self.port = port
+        self._own_dir = directory is None
+        self.directory = directory or tempfile.mkdtemp(prefix="luapipe-redis-")
+        self.startup_timeout = startup_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.info: ServerProcess | None = None
+
+    def _command(self, port: int) -> list[str]:
+        return [
+            find_redis_server(),
+            "--port", str(port),
+            "--bind", self.host,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", self.directory,
+            "--logfile", str(Path(self.directory) / f"redis-{port}.log"),
+            "--daemonize", "no",
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def start(self) -> ServerProcess:
+        """Start the server (retrying on a port race) and wait until it answers PING."""
+        attempts = 1 if self.port is not None else 5
+        last = ""
+        for _ in range(attempts):
+            port = self.port if self.port is not None else free_port(self.host)
+            proc = subprocess.Popen(
+                self._command(port),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            deadline = time.monotonic() + self.startup_timeout
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    break
+                if _ping(self.host, port):
+                    self._proc = proc
+                    self.port = port
+                    self.info = ServerProcess(self.host, port, proc.pid, self.directory)
+                    return self.info
+                time.sleep(0.01)
+            last = self._failure(proc, port)
+            _terminate(proc)
+        raise EnvironmentProblem(f"redis-server did not start on {self.host}: {last}")
+
+    def _failure(self, proc: subprocess.Popen[bytes], port: int) -> str:
+        log = Path(self.directory) / f"redis-{port}.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if proc.stderr is not None and proc.poll() is not None:
+            text += proc.stderr.read().decode(errors="replace")
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        return lines[-1] if lines else f"no answer on port {port}"
+
+    def stop(self) -> None:
+        """Stop the process this object started (by PID) and remove its temp dir."""
+        if self._proc is not None:
+            _terminate(self._proc)
+            self._proc = None
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def restart(self) -> ServerProcess:
+        """Stop and start again on the same port (the cache and data are gone)."""
+        if self._proc is not None:
+            _terminate(self._proc)
+            self._proc = None
+        port = self.port
+        for _ in range(100):  # the old socket may linger a moment
+            try:
+                return self.start()
+            except EnvironmentProblem:
+                self.port = port
+                time.sleep(0.05)
+        return self.start()
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "server not started"
+        return self._proc.pid
+
+    @property
+    def url(self) -> str:
+        assert self.info is not None, "server not started"
+        return self.info.url
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    if proc.stderr is not None:
+        with contextlib.suppress(OSError):
+            proc.stderr.close()

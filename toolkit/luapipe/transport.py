@@ -1,0 +1,205 @@
+"""Sending commands at most once: the one place that knows what may have reached the server.
+
+redis-py's ``Redis.execute_command`` wraps every send in the client's ``Retry``, which
+re-sends after a timeout or a dropped connection (it ran one script 11 times in our trial).
+Here a batch of commands is written once on one connection and every reply is read:
+
+- a failure *before* anything was written (connect, AUTH) is :class:`ConnectionFailed` and
+  safe to retry by the caller;
+- a failure *after* the write is :class:`OutcomeUnknown`: the connection is dropped and
+  nothing is re-sent.
+
+Error replies come back in their slots as :class:`ReplyError` values, never raised, so the
+caller decides what a NOSCRIPT or a script error means. ``parse=True`` applies redis-py's
+response callbacks (for commands queued through redis-py's command methods); raw replies
+otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.exceptions as rex
+
+from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, translate
+
+__all__ = [
+    "Command",
+    "ReplyError",
+    "Session",
+    "address_of",
+    "execute",
+    "full_error_text",
+    "session",
+]
+
+NOSCRIPT_TEXT = "NOSCRIPT No matching script"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command: its words and the redis-py parse options (``withscores=True``...)."""
+
+    args: tuple[Any, ...]
+    options: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        head = self.args[0]
+        return (head.decode() if isinstance(head, bytes) else str(head)).upper()
+
+
+@dataclass(frozen=True)
+class ReplyError:
+    """An error reply in its slot. ``text`` is the server's text (first line)."""
+
+    text: str
+
+    @property
+    def is_noscript(self) -> bool:
+        """True only for the server's own "script not cached" reply."""
+        return self.text.startswith(NOSCRIPT_TEXT)
+
+    @property
+    def is_moved(self) -> bool:
+        return self.text.startswith(("MOVED ", "ASK "))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def full_error_text(exc: BaseException) -> str:
+    """The server's error line with its code: redis-py strips known codes (NOSCRIPT, ERR)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    code = getattr(exc, "status_code", None)
+    if code and not text.startswith(f"{code} "):
+        text = f"{code} {text}"
+    return text
+
+
+def address_of(conn: Any) -> str:
+    """``host:port`` (or the socket path) of a redis-py connection."""
+    host = getattr(conn, "host", None)
+    if host is not None:
+        return f"{host}:{getattr(conn, 'port', '')}"
+    return str(getattr(conn, "path", "") or "unknown")
+
+
+def _as_command(cmd: Command | Sequence[Any]) -> Command:
+    return cmd if isinstance(cmd, Command) else Command(tuple(cmd))
+
+
+def _ready(conn: Any) -> None:
+    """Connect, and replace a connection the server closed meanwhile (nothing sent yet)."""
+    conn.connect()
+    try:
+        stale = conn.can_read(timeout=0)
+    except (rex.ConnectionError, rex.TimeoutError, OSError):
+        stale = True
+    if stale:
+        conn.disconnect()
+        conn.connect()
+
+
+class Session:
+    """A connection held for several round trips (WATCH ... MULTI/EXEC needs one)."""
+
+    def __init__(self, client: redis.Redis, conn: Any) -> None:
+        self.client = client
+        self.conn = conn
+        self.address = address_of(conn)
+        self.round_trips = 0
+        self.broken = False
+
+    def execute(
+        self, commands: Sequence[Command | Sequence[Any]], *, parse: bool = False
+    ) -> list[Any]:
+        """One write, then every reply in order. Error replies are :class:`ReplyError`."""
+        cmds = [_as_command(c) for c in commands]
+        if not cmds:
+            return []
+        if self.broken:
+            raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
+        conn = self.conn
+        try:
+            _ready(conn)
+        except (rex.RedisError, OSError) as exc:
+            self.broken = True
+            raise translate(exc, where=self.address, sent=False) from None
+        try:
+            conn.send_packed_command(conn.pack_commands([c.args for c in cmds]), check_health=False)
+        except (rex.RedisError, OSError) as exc:
+            self.broken = True
+            conn.disconnect()
+            raise translate(exc, where=self.address, sent=True) from None
+        self.round_trips += 1
+        replies: list[Any] = []
+        try:
+            for c in cmds:
+                replies.append(self._read(c, parse))
+        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+            self.broken = True
+            conn.disconnect()
+            raise translate(exc, where=self.address, sent=True) from None
+        return replies
+
+    def _read(self, cmd: Command, parse: bool) -> Any:
+        try:
+            if parse:
+                return self.client.parse_response(self.conn, cmd.name, **cmd.options)
+            return self.conn.read_response()
+        except rex.ResponseError as exc:
+            return ReplyError(full_error_text(exc))
+
+
+@contextlib.contextmanager
+def session(client: redis.Redis) -> Iterator[Session]:
+    """Hold one connection of ``client`` (its pinned one for single-connection clients)."""
+    pinned = getattr(client, "connection", None)
+    if pinned is not None:
+        yield Session(client, pinned)
+        return
+    pool = client.connection_pool
+    try:
+        conn = pool.get_connection()
+    except (rex.RedisError, OSError) as exc:
+        where = "{host}:{port}".format(
+            host=pool.connection_kwargs.get("host", "?"), port=pool.connection_kwargs.get("port", "?")
+        )
+        raise translate(exc, where=where, sent=False) from None
+    s = Session(client, conn)
+    try:
+        yield s
+    except BaseException:
+        # The state of the connection is unknown (a WATCH may be pending): drop it.
+        conn.disconnect()
+        raise
+    finally:
+        if s.broken:
+            conn.disconnect()
+        pool.release(conn)
+
+
+def execute(
+    client: redis.Redis, commands: Sequence[Command | Sequence[Any]], *, parse: bool = False
+) -> list[Any]:
+    """Send ``commands`` in one round trip on one connection; see :class:`Session.execute`."""
+    with session(client) as s:
+        return s.execute(commands, parse=parse)
+
+
+def raise_for(reply: Any) -> Any:
+    """Return ``reply`` or raise the luapipe error for a :class:`ReplyError`."""
+    if isinstance(reply, ReplyError):
+        raise translate(rex.ResponseError(reply.text))
+    return reply
+
+
+__all__ += ["raise_for"]
+
+# re-exported for callers that only import transport
+_ = (ConnectionFailed, LuapipeError)
