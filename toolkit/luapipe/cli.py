@@ -11,11 +11,18 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import redis
 
+from luapipe.connect import client_from_url, resolve_url
+from luapipe.deploy import LOCK_NAME, deploy
 from luapipe.errors import LuapipeError, mask_url
+from luapipe.lint import lint_scripts, luac_available
+from luapipe.loader import discover
+from luapipe.registry import ScriptRegistry, bundled_scripts_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,6 +41,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except LuapipeError as exc:
             fail(str(exc))
+        except BrokenPipeError:  # output piped into `head`
+            sys.stderr.close()
+            sys.exit(0)
         except OSError as exc:  # files the user named
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")
@@ -52,6 +62,243 @@ def main() -> None:
 
 
 # === script commands (scripts, deploy) ===
+
+
+def _registry(directory: str | None) -> ScriptRegistry:
+    if directory is None:
+        local = Path("scripts_lua")
+        return ScriptRegistry.from_directory(local if local.is_dir() else None)
+    return ScriptRegistry.from_directory(directory)
+
+
+def _client(url: str | None) -> redis.Redis:
+    return client_from_url(resolve_url(url))
+
+
+dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Scripts directory [default: ./scripts_lua, else the bundled library].",
+)
+url_option = click.option(
+    "--url", default=None, help="Redis URL [default: $REDIS_URL or redis://127.0.0.1:6379/0]."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@main.group()
+def scripts() -> None:
+    """List, lint, load, inspect, call and flush Lua scripts."""
+
+
+@scripts.command("list")
+@dir_option
+@json_option
+@handle_errors
+def scripts_list(directory: str | None, as_json: bool) -> None:
+    """List the scripts with their keys, args, flags and SHA (no server needed)."""
+    reg = _registry(directory)
+    rows: list[dict[str, Any]] = [
+        {
+            "name": s.name,
+            "sha": s.sha,
+            "keys": None
+            if s.keys is None
+            else [p.name + ("..." if p.variadic else "") for p in s.keys],
+            "args": None
+            if s.args is None
+            else [p.name + ("..." if p.variadic else "") for p in s.args],
+            "flags": list(s.flags),
+            "path": s.path,
+            "description": s.description,
+        }
+        for s in reg
+    ]
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
+        args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
+        flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
+        click.echo(f"{row['name']:<20} {row['sha'][:12]}  keys: {keys}  args: {args}{flags}")
+
+
+@scripts.command("lint")
+@dir_option
+@json_option
+@handle_errors
+def scripts_lint(directory: str | None, as_json: bool) -> None:
+    """Compile every script without a server; flag undeclared KEYS/ARGV and globals."""
+    found = discover(Path(directory) if directory else _registry_dir())
+    issues = lint_scripts(found)
+    if as_json:
+        emit_json(
+            [{"location": i.location, "severity": i.severity, "message": i.message} for i in issues]
+        )
+    else:
+        for issue in issues:
+            click.echo(str(issue))
+        note = "" if luac_available() else " (globals not checked: luac5.1 not installed)"
+        click.echo(f"{len(found)} scripts, {len(issues)} problems{note}", err=True)
+    if any(i.severity == "error" for i in issues):
+        sys.exit(1)
+
+
+def _registry_dir() -> Path:
+    local = Path("scripts_lua")
+    return local if local.is_dir() else bundled_scripts_dir()
+
+
+@scripts.command("load")
+@dir_option
+@url_option
+@json_option
+@handle_errors
+def scripts_load(directory: str | None, url: str | None, as_json: bool) -> None:
+    """SCRIPT LOAD every script; prints each name and SHA."""
+    reg = _registry(directory)
+    shas = reg.load(_client(url))
+    if as_json:
+        emit_json(shas)
+        return
+    for name, sha in shas.items():
+        click.echo(f"{name:<20} {sha}")
+
+
+@scripts.command("status")
+@dir_option
+@url_option
+@json_option
+@handle_errors
+def scripts_status(directory: str | None, url: str | None, as_json: bool) -> None:
+    """Which scripts each node has cached (exit 1 if any is missing)."""
+    nodes = _registry(directory).status(_client(url))
+    if as_json:
+        emit_json(
+            [
+                {
+                    "node": n.node,
+                    "scripts": [
+                        {"name": s.name, "sha": s.sha, "loaded": s.loaded} for s in n.scripts
+                    ],
+                }
+                for n in nodes
+            ]
+        )
+    else:
+        for n in nodes:
+            for s in n.scripts:
+                click.echo(
+                    f"{n.node}  {s.name:<20} {s.sha[:12]}  {'loaded' if s.loaded else 'MISSING'}"
+                )
+    if any(n.missing for n in nodes):
+        sys.exit(1)
+
+
+@scripts.command("call")
+@click.argument("name")
+@click.option("--key", "-k", "keys", multiple=True, help="A key (repeat, in order).")
+@click.option("--arg", "-a", "args", multiple=True, help="An argument (repeat, in order).")
+@dir_option
+@url_option
+@json_option
+@handle_errors
+def scripts_call(
+    name: str,
+    keys: tuple[str, ...],
+    args: tuple[str, ...],
+    directory: str | None,
+    url: str | None,
+    as_json: bool,
+) -> None:
+    """Call script NAME with --key/--arg values and print its reply."""
+    reg = _registry(directory)
+    reg[name].check_call(keys, args)  # before connecting
+    result = _plain(reg.call(_client(url), name, keys=keys, args=args))
+    click.echo(json.dumps(result) if as_json else _show(result))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+@scripts.command("flush")
+@url_option
+@click.option("--yes", is_flag=True, help="Do not ask: flush the whole script cache.")
+@handle_errors
+def scripts_flush(url: str | None, yes: bool) -> None:
+    """SCRIPT FLUSH: empties the server's whole script cache (every application's)."""
+    if not yes and not click.confirm("Flush every cached script on the server?", default=False):
+        fail("not flushed (pass --yes to skip the question)")
+    nodes = ScriptRegistry([]).flush(_client(url))
+    click.echo(f"flushed the script cache on {', '.join(nodes)}")
+
+
+@main.command("deploy")
+@dir_option
+@url_option
+@click.option(
+    "--lock",
+    "lock",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help=f"Lock file [default: <dir>/{LOCK_NAME}].",
+)
+@click.option("--check", is_flag=True, help="Only report drift (exit 1 if any); change nothing.")
+@json_option
+@handle_errors
+def deploy_cmd(
+    directory: str | None, url: str | None, lock: str | None, check: bool, as_json: bool
+) -> None:
+    """Load every script on the server and write the lock file (name -> SHA)."""
+    reg = _registry(directory)
+    lock_path = (
+        Path(lock) if lock else (Path(directory) if directory else _registry_dir()) / LOCK_NAME
+    )
+    report = deploy(reg, _client(url), lock_path, check=check)
+    if as_json:
+        emit_json(
+            {
+                "ok": report.ok,
+                "lock": report.lock_path,
+                "nodes": list(report.nodes),
+                "scripts": dict(report.scripts),
+                "drift": [
+                    {"kind": d.kind, "name": d.name, "node": d.node, "detail": d.detail}
+                    for d in report.drift
+                ],
+            }
+        )
+    elif check:
+        for d in report.drift:
+            click.echo(str(d))
+        verdict = "no drift" if report.ok else f"{len(report.drift)} drift"
+        nodes = ", ".join(report.nodes)
+        click.echo(f"{verdict}: {len(report.scripts)} scripts, nodes {nodes}")
+    else:
+        for name, sha in report.scripts:
+            click.echo(f"{name:<20} {sha}")
+        state = "written" if report.lock_written else "unchanged"
+        nodes = ", ".join(report.nodes)
+        click.echo(
+            f"deployed {len(report.scripts)} scripts to {nodes}; lock {report.lock_path} {state}"
+        )
+    if not report.ok:
+        sys.exit(1)
+
 
 # === generation commands (generate, verify) ===
 

@@ -28,7 +28,9 @@ __all__ = ["LuaScript", "Param", "parse_header", "validate_name"]
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TAG_RE = re.compile(r"^--+\s*@(?P<tag>\w+)\s*(?P<rest>.*)$")
 _PARAM_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<var>\.\.\.)?(?:\s+(?P<doc>.*))?$")
-KNOWN_FLAGS = frozenset({"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"})
+KNOWN_FLAGS = frozenset(
+    {"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"}
+)
 
 Value = str | bytes | int | float
 
@@ -108,7 +110,9 @@ def parse_header(source: str, where: str = "<script>") -> Header:
             returns = rest
             continue
         if name not in ("key", "arg"):
-            raise ScriptError(f"{where}:{lineno}: unknown header tag @{name} (use @key, @arg, @return)")
+            raise ScriptError(
+                f"{where}:{lineno}: unknown header tag @{name} (use @key, @arg, @return)"
+            )
         m = _PARAM_RE.match(rest)
         if m is None:
             raise ScriptError(f"{where}:{lineno}: @{name} needs a name (letters, digits, '_')")

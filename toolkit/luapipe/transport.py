@@ -25,7 +25,7 @@ from typing import Any
 import redis
 import redis.exceptions as rex
 
-from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, translate
+from luapipe.errors import OutcomeUnknown, translate
 
 __all__ = [
     "Command",
@@ -46,6 +46,8 @@ class Command:
 
     args: tuple[Any, ...]
     options: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: apply redis-py's response callback (for commands queued through its methods)
+    parse: bool = False
 
     @property
     def name(self) -> str:
@@ -149,8 +151,10 @@ class Session:
 
     def _read(self, cmd: Command, parse: bool) -> Any:
         try:
-            if parse:
-                return self.client.parse_response(self.conn, cmd.name, **cmd.options)
+            if parse or cmd.parse:
+                return self.client.parse_response(  # type: ignore[no-untyped-call]
+                    self.conn, cmd.name, **cmd.options
+                )
             return self.conn.read_response()
         except rex.ResponseError as exc:
             return ReplyError(full_error_text(exc))
@@ -168,7 +172,8 @@ def session(client: redis.Redis) -> Iterator[Session]:
         conn = pool.get_connection()
     except (rex.RedisError, OSError) as exc:
         where = "{host}:{port}".format(
-            host=pool.connection_kwargs.get("host", "?"), port=pool.connection_kwargs.get("port", "?")
+            host=pool.connection_kwargs.get("host", "?"),
+            port=pool.connection_kwargs.get("port", "?"),
         )
         raise translate(exc, where=where, sent=False) from None
     s = Session(client, conn)
@@ -176,11 +181,11 @@ def session(client: redis.Redis) -> Iterator[Session]:
         yield s
     except BaseException:
         # The state of the connection is unknown (a WATCH may be pending): drop it.
-        conn.disconnect()
+        conn.disconnect()  # type: ignore[no-untyped-call]
         raise
     finally:
         if s.broken:
-            conn.disconnect()
+            conn.disconnect()  # type: ignore[no-untyped-call]
         pool.release(conn)
 
 
@@ -200,6 +205,3 @@ def raise_for(reply: Any) -> Any:
 
 
 __all__ += ["raise_for"]
-
-# re-exported for callers that only import transport
-_ = (ConnectionFailed, LuapipeError)

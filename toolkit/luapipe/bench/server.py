@@ -33,7 +33,8 @@ def find_redis_server(program: str = "redis-server") -> str:
     """Return the path of ``redis-server`` or raise a one-line :class:`EnvironmentProblem`."""
     found = shutil.which(program)
     if found is None:
-        raise EnvironmentProblem(INSTALL_HINT if program == "redis-server" else f"{program} not found on PATH")
+        hint = INSTALL_HINT if program == "redis-server" else f"{program} not found on PATH"
+        raise EnvironmentProblem(hint)
     return found
 
 

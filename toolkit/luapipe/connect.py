@@ -1,0 +1,46 @@
+"""Build a redis-py client from a URL for the CLI (library functions take a client).
+
+The client has redis-py's automatic retries off (luapipe's transport decides what may be
+re-sent), bounded connect/read timeouts, and is checked with PING so that an unreachable
+server or a wrong password is reported at once, naming the masked address.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from luapipe.errors import ConnectionFailed, mask_url, translate
+
+__all__ = ["DEFAULT_URL", "client_from_url", "resolve_url"]
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+def resolve_url(url: str | None) -> str:
+    """``--url``, else ``REDIS_URL``, else the local default."""
+    return url or os.environ.get("REDIS_URL") or DEFAULT_URL
+
+
+def client_from_url(url: str, *, timeout: float = 5.0, **kwargs: Any) -> redis.Redis:
+    """A checked client for ``url`` (redis://, rediss://, unix://)."""
+    try:
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            **kwargs,
+        )
+    except ValueError as exc:
+        raise ConnectionFailed(f"invalid Redis URL {mask_url(url)}: {exc}") from None
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        raise translate(exc, where=mask_url(url), sent=False) from None
+    return client

@@ -1,0 +1,261 @@
+"""The logic of calling scripts, free of I/O: which commands to send, what replies mean.
+
+A :class:`Plan` turns queued entries (script calls and plain commands) into batches of
+wire commands and consumes their replies; a driver (sync in ``registry``/``pipeline``,
+async elsewhere) only sends each batch in one round trip and feeds the replies back::
+
+    plan = Plan(entries, known, node, transaction=False)
+    batch = plan.start()
+    while batch:
+        batch = plan.feed(send(batch))
+    results = plan.results
+
+Rules it enforces (see DESIGN.md "Semantics that must hold"):
+
+- non-transactional: scripts not known to be cached on that node get ``SCRIPT LOAD`` in the
+  same write, ahead of the batch; a call answered with the server's exact NOSCRIPT text did
+  not run, so only those calls are loaded and re-sent (bounded rounds); nothing else is.
+- transactional: scripts run as ``EVAL`` inside MULTI/EXEC, so EXEC never depends on the
+  cache (an EVALSHA of a missing script would fail alone while the rest commits).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from luapipe.errors import (
+    BusyError,
+    LuapipeError,
+    ScriptRuntimeError,
+    ScriptSyntaxError,
+    ServerError,
+    translate,
+)
+from luapipe.script import LuaScript, Value
+from luapipe.transport import Command, ReplyError
+
+__all__ = ["KnownScripts", "Plan", "ScriptCall", "script_error", "script_result"]
+
+MAX_ROUNDS = 8  # NOSCRIPT re-sends under a SCRIPT FLUSH storm; each round is safe
+_USER_LINE = re.compile(
+    r"user_script:(\d+):\s*(.*?)(?:\s+script: [0-9a-f]{40}, on @user_script:\d+\.)?$"
+)
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """A queued script call."""
+
+    script: LuaScript
+    keys: tuple[Value, ...]
+    args: tuple[Value, ...]
+
+    def evalsha(self) -> Command:
+        verb = "EVALSHA_RO" if self.script.read_only else "EVALSHA"
+        return Command((verb, self.script.sha, len(self.keys), *self.keys, *self.args))
+
+    def eval(self) -> Command:
+        return Command(("EVAL", self.script.source, len(self.keys), *self.keys, *self.args))
+
+
+def load_command(script: LuaScript) -> Command:
+    return Command(("SCRIPT", "LOAD", script.source))
+
+
+class KnownScripts:
+    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def has(self, node: str, sha: str) -> bool:
+        shas = self._by_node.get(node)
+        return shas is not None and sha in shas
+
+    def add(self, node: str, sha: str) -> None:
+        with self._lock:
+            self._by_node.setdefault(node, set()).add(sha)
+
+    def discard(self, node: str, sha: str) -> None:
+        with self._lock:
+            self._by_node.get(node, set()).discard(sha)
+
+    def forget(self, node: str) -> None:
+        with self._lock:
+            self._by_node.pop(node, None)
+
+
+def script_error(script: LuaScript, text: str) -> LuapipeError:
+    """The error for a script's error reply, naming the script's file:line where known."""
+    if text.startswith("BUSY"):
+        return BusyError(f"BUSY: {text}")
+    compile_err = "Error compiling script" in text
+    m = _USER_LINE.search(text)
+    if m is not None:
+        where = script.file_line(int(m[1]))
+        if compile_err:
+            return ScriptSyntaxError(
+                f"{where}: Lua syntax error: {m[2]}",
+                path=script.path or script.name,
+                line=int(m[1]),
+            )
+        return ScriptRuntimeError(f"{where}: {m[2]} (script {script.name})")
+    generic = translate(ResponseError(text))
+    if type(generic) is not ServerError:
+        return generic
+    return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
+
+
+def script_result(script: LuaScript, reply: Any) -> Any:
+    """A script's reply, or its error mapped to luapipe (returned, not raised)."""
+    if isinstance(reply, ReplyError):
+        return script_error(script, reply.text)
+    return reply
+
+
+def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
+    """Validate a SCRIPT LOAD reply: an error, or a SHA that is not ours."""
+    if isinstance(reply, ReplyError):
+        return script_error(script, reply.text)
+    sha = reply.decode() if isinstance(reply, bytes) else str(reply)
+    if sha.lower() != script.sha:
+        return ServerError(f"server computed SHA {sha} for {script.name}, expected {script.sha}")
+    return None
+
+
+Entry = ScriptCall | Command
+
+
+class Plan:
+    """Batches for one execute of queued entries on one node (see module docstring)."""
+
+    def __init__(
+        self, entries: Sequence[Entry], known: KnownScripts, node: str, *, transaction: bool
+    ) -> None:
+        self.entries = list(entries)
+        self.known = known
+        self.node = node
+        self.transaction = transaction
+        self.results: list[Any] = [None] * len(self.entries)
+        self.rounds = 0
+        self.reloads = 0  # script calls re-sent after NOSCRIPT
+        self._batch_slots: list[int | None] = []  # per wire command: entry index, or None
+        self._loading: list[LuaScript | None] = []
+
+    # -- building batches -----------------------------------------------------------------
+    def start(self) -> list[Command]:
+        if not self.entries:
+            return []
+        if self.transaction:
+            return self._transaction_batch()
+        return self._batch(list(range(len(self.entries))))
+
+    def _batch(self, indexes: list[int]) -> list[Command]:
+        self.rounds += 1
+        wire: list[Command] = []
+        slots: list[int | None] = []
+        loading: list[LuaScript | None] = []
+        seen: set[str] = set()
+        for i in indexes:
+            e = self.entries[i]
+            if isinstance(e, ScriptCall):
+                sha = e.script.sha
+                if sha not in seen and not self.known.has(self.node, sha):
+                    seen.add(sha)
+                    wire.append(load_command(e.script))
+                    slots.append(None)
+                    loading.append(e.script)
+        for i in indexes:
+            e = self.entries[i]
+            wire.append(e.evalsha() if isinstance(e, ScriptCall) else e)
+            slots.append(i)
+            loading.append(None)
+        self._batch_slots, self._loading = slots, loading
+        return wire
+
+    def _transaction_batch(self) -> list[Command]:
+        self.rounds += 1
+        # Replies inside MULTI are QUEUED: parse callbacks apply to EXEC's items (driver).
+        body = [e.eval() if isinstance(e, ScriptCall) else Command(e.args) for e in self.entries]
+        return [Command(("MULTI",)), *body, Command(("EXEC",))]
+
+    # -- consuming replies ----------------------------------------------------------------
+    def feed(self, replies: Sequence[Any]) -> list[Command]:
+        """Record replies; return the next batch (only NOSCRIPT'd calls), or [] when done."""
+        if self.transaction:
+            self._feed_transaction(replies)
+            return []
+        retry: list[int] = []
+        load_errors: dict[str, LuapipeError] = {}
+        for slot, script, reply in zip(self._batch_slots, self._loading, replies, strict=True):
+            if script is not None:
+                err = check_loaded(script, reply)
+                if err is None:
+                    self.known.add(self.node, script.sha)
+                else:
+                    load_errors[script.sha] = err
+                continue
+            assert slot is not None
+            entry = self.entries[slot]
+            if isinstance(entry, ScriptCall):
+                if isinstance(reply, ReplyError) and reply.is_noscript:
+                    self.known.discard(self.node, entry.script.sha)
+                    if entry.script.sha in load_errors:
+                        self.results[slot] = load_errors[entry.script.sha]
+                    else:
+                        retry.append(slot)
+                    continue
+                self.results[slot] = script_result(entry.script, reply)
+            else:
+                self.results[slot] = _command_result(reply)
+        if retry and self.rounds < MAX_ROUNDS:
+            self.reloads += len(retry)
+            return self._batch(retry)
+        for slot in retry:
+            self.results[slot] = ServerError(
+                f"NOSCRIPT persisted after {MAX_ROUNDS} rounds on {self.node} "
+                "(is another client flushing the script cache?); the call did not run"
+            )
+        return []
+
+    def _feed_transaction(self, replies: Sequence[Any]) -> None:
+        queued = replies[1:-1]
+        exec_reply = replies[-1]
+        if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
+            errors = [q for q in queued if isinstance(q, ReplyError)]
+            detail = f" ({errors[0].text})" if errors else ""
+            err = ServerError(
+                f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
+            )
+            self.results = [err] * len(self.entries)
+            return
+        if exec_reply is None:
+            err = ServerError("transaction aborted by the server (EXEC returned nil)")
+            self.results = [err] * len(self.entries)
+            return
+        for i, (entry, reply) in enumerate(zip(self.entries, exec_reply, strict=True)):
+            if isinstance(reply, BaseException):
+                reply = ReplyError(_full_text(reply))
+            if isinstance(entry, ScriptCall):
+                self.results[i] = script_result(entry.script, reply)
+            else:
+                self.results[i] = _command_result(reply)
+
+
+def _full_text(exc: BaseException) -> str:
+    from luapipe.transport import full_error_text
+
+    return full_error_text(exc)
+
+
+def _command_result(reply: Any) -> Any:
+    if isinstance(reply, ReplyError):
+        return translate(ResponseError(reply.text))
+    return reply
