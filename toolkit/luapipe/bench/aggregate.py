@@ -1,0 +1,191 @@
+"""Turn slices into records: merge histograms, sum counters, subtract the bystander."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from luapipe.bench.loop import WorkerResult
+from luapipe.bench.model import predict_ms
+from luapipe.bench.results import Record
+from luapipe.bench.stats import LatencyHistogram
+from luapipe.bench.workloads import ATOMIC_FORMS, Workload
+
+__all__ = ["FormTotals", "SliceCost", "build_record", "server_cost"]
+
+#: commands the harness itself sends (connection setup, admin, reset)
+HARNESS_COMMANDS = (
+    "info",
+    "hello",
+    "client",
+    "select",
+    "flushdb",
+    "flushall",
+    "config",
+    "script",
+    "function",
+    "command",
+    "auth",
+    "mset",
+)
+
+
+def server_cost(admin: redis.Redis) -> dict[str, tuple[int, int]]:
+    """``{command: (calls, usec)}`` from INFO commandstats."""
+    raw: dict[str, Any] = dict(admin.info("commandstats"))
+    out = {}
+    for key, v in raw.items():
+        name = key.removeprefix("cmdstat_")
+        if isinstance(v, dict):
+            out[name] = (int(v.get("calls", 0)), int(v.get("usec", 0)))
+    return out
+
+
+@dataclass(frozen=True)
+class SliceCost:
+    calls: int  # server-side commands of the workload (script bodies' calls included)
+    usec: int
+    bystander: LatencyHistogram | None
+    invariant_ok: bool
+    invariant_detail: str
+
+    @classmethod
+    def of(
+        cls,
+        before: dict[str, tuple[int, int]],
+        after: dict[str, tuple[int, int]],
+        bystander_gets: int,
+        by_hist: LatencyHistogram | None,
+        ok: bool,
+        detail: str,
+    ) -> SliceCost:
+        calls = usec = 0
+        for name, (c1, u1) in after.items():
+            if name.split("|")[0] in HARNESS_COMMANDS:
+                continue
+            c0, u0 = before.get(name, (0, 0))
+            dc, du = c1 - c0, u1 - u0
+            if name == "get" and bystander_gets and dc > 0:
+                share = min(bystander_gets, dc)
+                du -= round(du * share / dc)
+                dc -= share
+            calls += dc
+            usec += du
+        return cls(calls, usec, by_hist, ok, detail)
+
+
+@dataclass
+class FormTotals:
+    """Everything measured for one form at one point, over all its slices."""
+
+    hist: LatencyHistogram = field(default_factory=LatencyHistogram)
+    raw: LatencyHistogram = field(default_factory=LatencyHistogram)
+    bystander: LatencyHistogram = field(default_factory=LatencyHistogram)
+    calls: int = 0
+    errors: int = 0
+    retries: int = 0
+    round_trips: int = 0
+    commands: int = 0
+    cpu_s: float = 0.0
+    seconds: float = 0.0
+    server_calls: int = 0
+    server_usec: int = 0
+    invariant_ok: bool = True
+    details: list[str] = field(default_factory=list)
+    samples: list[str] = field(default_factory=list)
+
+    def add(self, results: list[WorkerResult | str], cost: SliceCost) -> None:
+        times = []
+        for r in results:
+            if isinstance(r, str):
+                self.errors += 1
+                self.samples.append(r)
+                continue
+            self.hist.merge(LatencyHistogram.decode(r.hist))
+            self.raw.merge(LatencyHistogram.decode(r.hist_uncorrected))
+            self.calls += r.calls
+            self.errors += r.errors
+            self.retries += r.retries
+            self.round_trips += r.round_trips
+            self.commands += r.commands
+            self.cpu_s += r.cpu_s
+            times.append(r.elapsed_s)
+            self.samples.extend(s for s in r.error_samples if len(self.samples) < 5)
+        self.seconds += sum(times) / len(times) if times else 0.0
+        self.server_calls += cost.calls
+        self.server_usec += cost.usec
+        if cost.bystander is not None:
+            self.bystander.merge(cost.bystander)
+        if not cost.invariant_ok:
+            self.invariant_ok = False
+            self.details.append(cost.invariant_detail)
+        elif not self.details:
+            self.details.append(cost.invariant_detail)
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+def _scaled(d: dict[str, float | None], k: float) -> dict[str, float | None]:
+    return {key: (v / k if v is not None else None) for key, v in d.items()}
+
+
+def build_record(
+    w: Workload,
+    form: str,
+    t: FormTotals,
+    rtt: float,
+    rtt_measured: float,
+    clients: int,
+    rate: float | None,
+    wire_ms: float,
+) -> Record:
+    b = max(1, w.batch)
+    ops = t.calls * b
+    attempts = t.calls + t.errors
+    summary = t.hist.summary()
+    lat = summary.as_dict()
+    by = t.bystander.summary()
+    model = err = None
+    cpu_us, server_us = _div(t.cpu_s * 1e6, ops), _div(t.server_usec, ops)
+    rt = _div(t.round_trips, attempts)
+    if summary.mean is not None:
+        model = predict_ms(rt, wire_ms, server_us * b, cpu_us * b)
+        err = 100.0 * (model - summary.mean) / summary.mean
+    return Record(
+        operation=w.name,
+        form=form,
+        rtt_ms_nominal=rtt,
+        rtt_ms_measured=rtt_measured,
+        clients=clients,
+        ops=ops,
+        ops_per_sec=_div(ops, t.seconds),
+        latency_ms=lat,
+        round_trips_per_op=_div(rt, b),
+        commands_per_op=_div(t.commands, attempts * b),
+        server_usec_per_op=server_us,
+        retries_per_op=_div(t.retries, ops),
+        errors=t.errors,
+        invariant_ok=t.invariant_ok,
+        batch=b,
+        calls=t.calls,
+        duration_s=t.seconds,
+        rate=rate,
+        latency_ms_uncorrected=t.raw.summary().as_dict() if rate else None,
+        latency_ms_per_op=_scaled(lat, b) if b > 1 else None,
+        latency_distribution=t.hist.distribution(),
+        server_commands_per_op=_div(t.server_calls, ops),
+        client_cpu_usec_per_op=cpu_us,
+        abort_rate=_div(t.retries, t.retries + t.calls),
+        error_samples=t.samples[:5],
+        invariant_detail="; ".join(dict.fromkeys(t.details))[:500],
+        bystander_p99_ms=by.p99,
+        bystander_samples=by.count,
+        wire_ms=wire_ms,
+        model_latency_ms=model,
+        model_error_pct=err if clients == 1 and rate is None else None,
+        atomic=form in ATOMIC_FORMS,
+    )

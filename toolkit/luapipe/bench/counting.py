@@ -1,0 +1,79 @@
+"""Measure round trips and commands per operation on the client side.
+
+:class:`CountingConnection` is a redis-py connection that counts every write it sends to the
+server (one write = one round trip for request/response use) and every command packed into
+those writes. :func:`counting_client` builds a client on it; :func:`counters` reads the
+totals of every connection that client's pool made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.connection import Connection
+from redis.retry import Retry
+
+__all__ = ["CountingConnection", "Counts", "counters", "counting_client"]
+
+
+class CountingConnection(Connection):
+    """A :class:`redis.connection.Connection` that counts writes and commands."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self.writes = 0
+        self.commands = 0
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        self.commands += 1
+        super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def pack_commands(self, commands: Any) -> list[bytes | memoryview]:
+        cmds = list(commands)
+        self.commands += len(cmds)
+        packed: list[bytes | memoryview] = super().pack_commands(cmds)  # type: ignore[no-untyped-call]
+        return packed
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        self.writes += 1
+        super().send_packed_command(command, check_health=check_health)  # type: ignore[no-untyped-call]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Totals since the client was built."""
+
+    round_trips: int
+    commands: int
+
+    def minus(self, other: Counts) -> Counts:
+        return Counts(self.round_trips - other.round_trips, self.commands - other.commands)
+
+
+def counting_client(url: str, **kwargs: Any) -> redis.Redis:
+    """A client on :class:`CountingConnection` (no retries: a benchmark must not re-send)."""
+    kwargs.setdefault("retry", Retry(NoBackoff(), 0))
+    pool = redis.ConnectionPool.from_url(url, connection_class=CountingConnection, **kwargs)
+    return redis.Redis(connection_pool=pool, retry=Retry(NoBackoff(), 0))
+
+
+def _connections(client: redis.Redis) -> list[Any]:
+    pool: Any = client.connection_pool
+    found: list[Any] = []
+    for attr in ("_available_connections", "_in_use_connections"):
+        conns = getattr(pool, attr, None)
+        if conns:
+            found.extend(conns)
+    return found
+
+
+def counters(client: redis.Redis) -> Counts:
+    """Sum of the counters of every connection the client's pool holds."""
+    writes = commands = 0
+    for conn in _connections(client):
+        writes += getattr(conn, "writes", 0)
+        commands += getattr(conn, "commands", 0)
+    return Counts(writes, commands)

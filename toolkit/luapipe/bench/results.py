@@ -1,0 +1,77 @@
+"""Benchmark results as values: one :class:`Record` per (operation, form, rtt, clients).
+
+The JSON document (see ``luapipe.report.json_out`` for the schema) is ``BenchResult.as_dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from luapipe.bench.model import Crossover
+from luapipe.bench.rttproxy import Calibration
+
+__all__ = ["BenchResult", "Record", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    operation: str
+    form: str
+    rtt_ms_nominal: float
+    rtt_ms_measured: float
+    clients: int
+    ops: int
+    ops_per_sec: float
+    latency_ms: dict[str, float | None]
+    round_trips_per_op: float
+    commands_per_op: float
+    server_usec_per_op: float
+    retries_per_op: float
+    errors: int
+    invariant_ok: bool
+    # beyond the minimum
+    batch: int = 1
+    calls: int = 0
+    duration_s: float = 0.0
+    rate: float | None = None
+    latency_ms_uncorrected: dict[str, float | None] | None = None
+    latency_ms_per_op: dict[str, float | None] | None = None
+    latency_distribution: list[tuple[float, float]] = field(default_factory=list)
+    server_commands_per_op: float = 0.0
+    client_cpu_usec_per_op: float = 0.0
+    abort_rate: float = 0.0
+    error_samples: list[str] = field(default_factory=list)
+    invariant_detail: str = ""
+    bystander_p99_ms: float | None = None
+    bystander_samples: int = 0
+    wire_ms: float = 0.0  # one bare round trip on this path (calibration PING)
+    model_latency_ms: float | None = None
+    model_error_pct: float | None = None
+    atomic: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    manifest: dict[str, Any]
+    calibrations: list[Calibration]
+    records: list[Record]
+    crossovers: list[Crossover]
+    recommendations: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "manifest": self.manifest,
+            "calibration": [asdict(c) | {"error_pct": c.error_pct} for c in self.calibrations],
+            "records": [r.as_dict() for r in self.records],
+            "crossovers": [asdict(c) | {"text": c.describe()} for c in self.crossovers],
+            "recommendations": self.recommendations,
+            "notes": self.notes,
+        }

@@ -1,0 +1,207 @@
+"""Run every form of each workload across RTTs and client counts, interleaved.
+
+For each (RTT, clients, workload): every form is prepared (scripts loaded) and warmed up
+(discarded), then timed in ``rounds`` slices in ABAB order. Each slice starts from a fresh
+keyspace, takes ``INFO commandstats`` before and after (server cost), runs the bystander
+probe beside it, and ends with the workload's invariant check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+
+from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_cost
+from luapipe.bench.counting import counting_client
+from luapipe.bench.loop import Bystander, ClientPlan, WorkerResult, run_client, run_clients
+from luapipe.bench.manifest import build_manifest, refuse_fake
+from luapipe.bench.model import FormCost, crossovers
+from luapipe.bench.results import BenchResult, Record
+from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
+from luapipe.bench.workloads import Workload
+
+__all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    rtts_ms: tuple[float, ...] = (0.0,)
+    clients: tuple[int, ...] = (1,)
+    duration_s: float = 2.0  # timed seconds per form at each (rtt, clients) point
+    warmup_s: float = 0.3
+    rounds: int = 4
+    rate: float | None = None  # open loop: total calls per second
+    bystander: bool = True
+    bystander_interval_s: float = 0.002
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    label: str
+
+
+def retarget(url: str, host: str, port: int) -> str:
+    """``url`` with its host:port replaced (user, password and db kept)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit(parts._replace(netloc=f"{auth}{host}:{port}"))
+
+
+class _Run:
+    def __init__(
+        self,
+        url: str,
+        workloads: Sequence[Workload],
+        config: BenchConfig,
+        progress: Callable[[Progress], None] | None,
+    ) -> None:
+        self.url, self.workloads, self.config = url, list(workloads), config
+        self.admin = redis.Redis.from_url(url, socket_timeout=60)
+        refuse_fake(self.admin)
+        self.progress = progress
+        self.done = 0
+        forms = sum(len(w.forms) for w in self.workloads)
+        self.total = len(config.rtts_ms) * len(config.clients) * forms * (config.rounds + 1)
+
+    def tick(self, label: str) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(Progress(self.done, self.total, label))
+
+    def slice(
+        self,
+        w: Workload,
+        form: str,
+        target: str,
+        clients: int,
+        seconds: float,
+        client: redis.Redis | None,
+        timed: bool,
+    ) -> tuple[list[WorkerResult | str], SliceCost]:
+        cfg = self.config
+        w.reset(self.admin)
+        by = None
+        if timed and cfg.bystander:
+            self.admin.mset({f"bystander:{k}": "x" * 16 for k in range(100)})
+            by = Bystander(target, cfg.bystander_interval_s)
+        before = server_cost(self.admin)
+        t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
+        rate = cfg.rate / clients if cfg.rate else None
+        plans = [
+            ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate) for k in range(clients)
+        ]
+        if client is not None:
+            results: list[WorkerResult | str] = [run_client(w, client, plans[0])]
+        else:
+            results = run_clients(w, plans)
+        after = server_cost(self.admin)
+        by_hist, by_count = by.finish() if by is not None else (None, 0)
+        calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
+        ok, detail = w.check_invariant(self.admin, calls * w.batch)
+        window = time.perf_counter() - t0
+        by_in_window = round(by_count * min(1.0, seconds / max(window + 0.05, 1e-9)))
+        cost = SliceCost.of(before, after, by_in_window, by_hist, ok, detail)
+        return results, cost
+
+    def point(
+        self, w: Workload, rtt: float, target: str, clients: int, cal: Calibration | None
+    ) -> list[Record]:
+        cfg = self.config
+        in_proc = clients == 1 and cfg.rate is None
+        client = counting_client(target, socket_timeout=60) if in_proc else None
+        totals = {f: FormTotals() for f in w.forms}
+        try:
+            for form in w.forms:
+                w.prepare(self.admin, form)
+            for form in w.forms:  # warm-up, discarded
+                self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
+                self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
+            for _ in range(cfg.rounds):  # ABAB...
+                for form in w.forms:
+                    res, cost = self.slice(
+                        w, form, target, clients, cfg.duration_s / cfg.rounds, client, timed=True
+                    )
+                    totals[form].add(res, cost)
+                    self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
+        finally:
+            if client is not None:
+                client.close()
+        wire = cal.proxied_ping_ms if cal is not None else _direct_ping_ms(self.admin)
+        return [
+            build_record(
+                w, f, totals[f], rtt, cal.rtt_ms_measured if cal else 0.0, clients, cfg.rate, wire
+            )
+            for f in w.forms
+        ]
+
+
+def _direct_ping_ms(admin: redis.Redis) -> float:
+    from luapipe.bench.rttproxy import measure_ping_rtt_us
+
+    kw = admin.connection_pool.connection_kwargs
+    return measure_ping_rtt_us(kw.get("host", "127.0.0.1"), int(kw.get("port", 6379)), 300) / 1e3
+
+
+def run_bench(
+    url: str,
+    workloads: Sequence[Workload],
+    config: BenchConfig,
+    progress: Callable[[Progress], None] | None = None,
+) -> BenchResult:
+    """Benchmark ``workloads`` on the real server at ``url``; never prints."""
+    run = _Run(url, workloads, config, progress)
+    kw = run.admin.connection_pool.connection_kwargs
+    host, port = str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379))
+    spec: dict[str, Any] = {
+        "config": asdict(config),
+        "workloads": [w.describe() for w in workloads],
+    }
+    manifest = build_manifest(run.admin, url, spec)
+    records: list[Record] = []
+    cals: list[Calibration] = []
+    proxy = RttProxy(host, port).start() if any(r > 0 for r in config.rtts_ms) else None
+    try:
+        for rtt in config.rtts_ms:
+            cal = None
+            target = url
+            if rtt > 0 and proxy is not None:
+                cal = calibrate(proxy, host, port, rtt)
+                cals.append(cal)
+                target = retarget(url, proxy.host, proxy.port)
+            for clients in config.clients:
+                for w in workloads:
+                    records.extend(run.point(w, rtt, target, clients, cal))
+        if proxy is not None:
+            cals.insert(0, calibrate(proxy, host, port, 0.0))
+            manifest["proxy_spin_us"] = proxy.spin_us
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        run.admin.close()
+    xs = []
+    low = min(config.rtts_ms)
+    for w in workloads:
+        for clients in config.clients:
+            costs = [
+                _cost(r)
+                for r in records
+                if r.operation == w.name and r.clients == clients and r.rtt_ms_nominal == low
+            ]
+            xs.extend(crossovers(w.name, clients, costs))
+    return BenchResult(manifest=manifest, calibrations=cals, records=records, crossovers=xs)
+
+
+def _cost(r: Record) -> FormCost:
+    b = r.batch
+    rt = r.round_trips_per_op * b
+    server, client = r.server_usec_per_op * b, r.client_cpu_usec_per_op * b
+    return FormCost(r.form, rt, server, client, r.wire_ms)

@@ -1,0 +1,220 @@
+"""What the runner times: a :class:`Workload` gives one callable per form.
+
+The runner only needs this small interface, so hand-written workloads (PING, Redis in
+Action's ``update_token``) and generated operations (see ``bench/opworkload.py``) look alike:
+
+- ``reset(client)``: a fresh keyspace before each timed slice;
+- ``prepare(client, form)``: load scripts/functions before the timed window;
+- ``op_fn(client, form, worker, seed)``: a callable ``f(i) -> retries`` doing ``batch``
+  logical operations, raising on an error (the runner counts it and carries on);
+- ``check_invariant(client, ops_done)``: ``(ok, detail)`` on the keyspace after a slice.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import redis
+
+__all__ = [
+    "ATOMIC_FORMS",
+    "FORM_LABELS",
+    "KeyChooser",
+    "OpFn",
+    "PingWorkload",
+    "UpdateTokenWorkload",
+    "Workload",
+]
+
+OpFn = Callable[[int], int]
+
+#: forms whose effect other clients never see half-done
+ATOMIC_FORMS = frozenset({"transaction", "script", "function"})
+FORM_LABELS = {
+    "naive": "naive (one call at a time)",
+    "pipelined": "pipelined (one round trip, not atomic)",
+    "transaction": "transaction (WATCH/MULTI/EXEC)",
+    "script": "Lua script (EVALSHA)",
+    "function": "Redis Function (FCALL)",
+}
+
+
+class Workload(Protocol):
+    name: str
+    forms: tuple[str, ...]
+    batch: int
+
+    def describe(self) -> dict[str, Any]: ...
+    def reset(self, client: redis.Redis) -> None: ...
+    def prepare(self, client: redis.Redis, form: str) -> None: ...
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn: ...
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]: ...
+
+
+@dataclass(frozen=True)
+class KeyChooser:
+    """Which key an operation touches: ``hot`` (one), ``spread`` (uniform), ``zipf:S``."""
+
+    contention: str = "spread"
+    keys: int = 10_000
+    _cdf: tuple[float, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.contention.startswith("zipf:"):
+            s = float(self.contention.split(":", 1)[1])
+            weights = [1.0 / (k**s) for k in range(1, self.keys + 1)]
+            total, acc, cdf = sum(weights), 0.0, []
+            for w in weights:
+                acc += w / total
+                cdf.append(acc)
+            object.__setattr__(self, "_cdf", tuple(cdf))
+        elif self.contention not in ("hot", "spread"):
+            raise ValueError(f"contention must be hot, spread or zipf:S, not {self.contention!r}")
+
+    def pick(self, rng: random.Random) -> int:
+        if self.contention == "hot":
+            return 0
+        if self._cdf:
+            return min(bisect.bisect_left(self._cdf, rng.random()), self.keys - 1)
+        return rng.randrange(self.keys)
+
+
+@dataclass(frozen=True)
+class PingWorkload:
+    """``batch`` PINGs per call: one by one (naive) or in one pipeline (pipelined)."""
+
+    batch: int = 1
+    name: str = "ping"
+    forms: tuple[str, ...] = ("naive", "pipelined")
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": "builtin", "commands": ["PING"], "batch": self.batch}
+
+    def reset(self, client: redis.Redis) -> None:
+        return None
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        return None
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        n = self.batch
+        if form == "naive":
+
+            def naive(i: int) -> int:
+                for _ in range(n):
+                    client.ping()
+                return 0
+
+            return naive
+
+        def pipelined(i: int) -> int:
+            pipe = client.pipeline(transaction=False)
+            for _ in range(n):
+                pipe.ping()
+            pipe.execute()
+            return 0
+
+        return pipelined
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        return True, "no state"
+
+
+UPDATE_TOKEN_LUA = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -26)
+redis.call('ZINCRBY', KEYS[4], -1, ARGV[4])
+return 1
+"""
+UPDATE_TOKEN_LIBRARY = (
+    "#!lua name=luapipe_bench\n"
+    "redis.register_function('update_token', function(KEYS, ARGV)\n" + UPDATE_TOKEN_LUA + "end)\n"
+)
+
+
+@dataclass(frozen=True)
+class UpdateTokenWorkload:
+    """Redis in Action 4.5 ``update_token``: HSET, ZADD, ZADD, ZREMRANGEBYRANK, ZINCRBY.
+
+    Invariant: every call adds -1 to one item of ``viewed:``, so the scores of ``viewed:``
+    sum to minus the number of calls; each ``viewed:<token>`` keeps at most 25 items.
+    """
+
+    contention: str = "spread"
+    tokens: int = 10_000
+    items: int = 100
+    name: str = "update_token"
+    forms: tuple[str, ...] = ("naive", "pipelined", "transaction", "script", "function")
+    batch: int = 1
+    sha: str = field(default="", compare=False)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": "builtin",
+            "source": "Redis in Action 4.5",
+            "commands": ["HSET", "ZADD", "ZADD", "ZREMRANGEBYRANK", "ZINCRBY"],
+            "contention": self.contention,
+            "tokens": self.tokens,
+            "lua": UPDATE_TOKEN_LUA.strip(),
+        }
+
+    def reset(self, client: redis.Redis) -> None:
+        client.flushdb()
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        if form == "script":
+            object.__setattr__(self, "sha", str(client.script_load(UPDATE_TOKEN_LUA)))
+        elif form == "function":
+            client.function_load(UPDATE_TOKEN_LIBRARY, replace=True)
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        rng = random.Random(seed * 1000 + worker)
+        chooser = KeyChooser(self.contention, self.tokens)
+        items = self.items
+        sha = self.sha
+
+        def call(i: int) -> int:
+            k = chooser.pick(rng)
+            token, user, item, ts = f"tok{k}", f"user{k}", f"item{i % items}", time.time()
+            viewed = "viewed:" + token
+            if form == "naive":
+                client.hset("login:", token, user)
+                client.zadd("recent:", {token: ts})
+                client.zadd(viewed, {item: ts})
+                client.zremrangebyrank(viewed, 0, -26)
+                client.zincrby("viewed:", -1, item)
+            elif form in ("pipelined", "transaction"):
+                pipe = client.pipeline(transaction=form == "transaction")
+                pipe.hset("login:", token, user)
+                pipe.zadd("recent:", {token: ts})
+                pipe.zadd(viewed, {item: ts})
+                pipe.zremrangebyrank(viewed, 0, -26)
+                pipe.zincrby("viewed:", -1, item)
+                pipe.execute()
+            elif form == "script":
+                keys = ("login:", "recent:", viewed, "viewed:")
+                client.evalsha(sha, 4, *keys, token, user, ts, item)
+            else:
+                keys = ("login:", "recent:", viewed, "viewed:")
+                client.fcall("update_token", 4, *keys, token, user, ts, item)
+            return 0
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        pairs: list[tuple[Any, Any]] = client.zrange("viewed:", 0, -1, withscores=True)  # type: ignore[assignment]
+        total = sum(float(score) for _, score in pairs)
+        logins, recent = int(client.hlen("login:")), int(client.zcard("recent:"))
+        if round(total) != -ops_done:
+            return False, f"viewed: scores sum to {total:g}, expected {-ops_done} (lost updates)"
+        if logins != recent:
+            return False, f"login: has {logins} tokens but recent: has {recent}"
+        return True, f"{ops_done} calls all counted"
