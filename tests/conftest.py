@@ -76,9 +76,14 @@ _VARIANTS: dict[str, dict[str, Any]] = {
 
 
 @pytest.fixture(params=sorted(_VARIANTS))
-def real_variant(request: pytest.FixtureRequest, redis_server: ServerProcess) -> Iterator[redis.Redis]:
+def real_variant(
+    request: pytest.FixtureRequest, redis_server: ServerProcess
+) -> Iterator[redis.Redis]:
     """The real server through each protocol and parser redis-py offers."""
-    client = redis.Redis(host=redis_server.host, port=redis_server.port, **_VARIANTS[request.param])
+    pool = redis.ConnectionPool(
+        host=redis_server.host, port=redis_server.port, **_VARIANTS[request.param]
+    )
+    client = redis.Redis(connection_pool=pool)
     try:
         yield _fresh(client)
     finally:

@@ -40,12 +40,29 @@ from luapipe.errors import (
 from luapipe.script import LuaScript, Value
 from luapipe.transport import Command, ReplyError
 
-__all__ = ["KnownScripts", "Plan", "ScriptCall", "script_error", "script_result"]
+__all__ = [
+    "KnownScripts",
+    "Plan",
+    "ScriptCall",
+    "parse_lua_error",
+    "script_error",
+    "script_result",
+]
 
 MAX_ROUNDS = 8  # NOSCRIPT re-sends under a SCRIPT FLUSH storm; each round is safe
-_USER_LINE = re.compile(
-    r"user_script:(\d+):\s*(.*?)(?:\s+script: [0-9a-f]{40}, on @user_script:\d+\.)?$"
-)
+# Redis 7: "user_script:3: msg script: <sha>, on @user_script:3."; older Redis and fakeredis:
+# "Error running script (call to f_<sha>): @user_script:3: msg" or '[string "..."]:3: msg'.
+_LINE_TAG = re.compile(r'(?:user_script|\[string "[^"]*"\]):(\d+):\s*')
+_TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:\d+\.$")
+
+
+def parse_lua_error(text: str) -> tuple[int, str] | None:
+    """``(line, message)`` from a Lua compile or runtime error text, in any known format."""
+    tags = list(_LINE_TAG.finditer(text))
+    if not tags:
+        return None
+    last = tags[-1]
+    return int(last[1]), _TRAILER.sub("", text[last.end() :]).strip()
 
 
 @dataclass(frozen=True)
@@ -97,16 +114,15 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
     if text.startswith("BUSY"):
         return BusyError(f"BUSY: {text}")
     compile_err = "Error compiling script" in text
-    m = _USER_LINE.search(text)
-    if m is not None:
-        where = script.file_line(int(m[1]))
+    found = parse_lua_error(text)
+    if found is not None:
+        line, message = found
+        where = script.file_line(line)
         if compile_err:
             return ScriptSyntaxError(
-                f"{where}: Lua syntax error: {m[2]}",
-                path=script.path or script.name,
-                line=int(m[1]),
+                f"{where}: Lua syntax error: {message}", path=script.path or script.name, line=line
             )
-        return ScriptRuntimeError(f"{where}: {m[2]} (script {script.name})")
+        return ScriptRuntimeError(f"{where}: {message} (script {script.name})")
     generic = translate(ResponseError(text))
     if type(generic) is not ServerError:
         return generic

@@ -33,6 +33,7 @@ from luapipe.core import (
     ScriptCall,
     check_loaded,
     load_command,
+    script_error,
     script_result,
 )
 from luapipe.errors import DuplicateScriptError, LuapipeError, ServerError, UnknownScriptError
@@ -164,9 +165,12 @@ class ScriptRegistry:
         with transport.session(client) as s:
             node = s.address
             if self.known.has(node, script.sha):
-                reply = s.execute([call.evalsha()])[0]
-                if not (isinstance(reply, transport.ReplyError) and reply.is_noscript):
-                    return _raise_or_return(script_result(script, reply))
+                verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
+                reply = s.send_one((verb, script.sha, len(keys), *keys, *args))
+                if reply.__class__ is not transport.ReplyError:
+                    return reply
+                if not reply.is_noscript:
+                    raise script_error(script, reply.text)
                 self.known.discard(node, script.sha)
             for _ in range(MAX_ROUNDS):  # NOSCRIPT means it did not run: re-sending is safe
                 load_reply, reply = s.execute([load_command(script), call.evalsha()])

@@ -135,7 +135,7 @@ def _count_ok(params: tuple[Param, ...] | None, n: int) -> bool:
     if params is None:
         return True
     if params and params[-1].variadic:
-        return n >= len(params) - 1
+        return n >= len(params)  # "name..." means one or more
     return n == len(params)
 
 

@@ -17,8 +17,9 @@ otherwise.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+import select
+import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,11 +96,35 @@ def _as_command(cmd: Command | Sequence[Any]) -> Command:
     return cmd if isinstance(cmd, Command) else Command(tuple(cmd))
 
 
+def _stale(conn: Any, sock: Any) -> bool:
+    """Whether the server closed this socket (or left bytes on it) while it sat in the pool.
+
+    One zero-timeout poll on a poller cached per socket; TLS sockets ask redis-py.
+    """
+    if isinstance(sock, ssl.SSLSocket):
+        return bool(conn.can_read(timeout=0))
+    cached = getattr(conn, "_luapipe_poller", None)
+    if cached is None or cached[0] is not sock:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        cached = (sock, poller)
+        conn._luapipe_poller = cached
+    return bool(cached[1].poll(0))
+
+
 def _ready(conn: Any) -> None:
-    """Connect, and replace a connection the server closed meanwhile (nothing sent yet)."""
-    conn.connect()
+    """Connect, and replace a connection the server closed meanwhile (nothing sent yet).
+
+    A pooled socket whose server restarted would swallow the request and then report EOF,
+    which is indistinguishable from a crash mid-command; checking first keeps that case a
+    clean reconnect.
+    """
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        conn.connect()
+        return
     try:
-        stale = conn.can_read(timeout=0)
+        stale = _stale(conn, sock)
     except (rex.ConnectionError, rex.TimeoutError, OSError):
         stale = True
     if stale:
@@ -110,20 +135,19 @@ def _ready(conn: Any) -> None:
 class Session:
     """A connection held for several round trips (WATCH ... MULTI/EXEC needs one)."""
 
+    __slots__ = ("address", "broken", "client", "conn", "round_trips")
+
     def __init__(self, client: redis.Redis, conn: Any) -> None:
         self.client = client
         self.conn = conn
-        self.address = address_of(conn)
+        address = getattr(conn, "_luapipe_address", None)
+        if address is None:
+            address = conn._luapipe_address = address_of(conn)
+        self.address: str = address
         self.round_trips = 0
         self.broken = False
 
-    def execute(
-        self, commands: Sequence[Command | Sequence[Any]], *, parse: bool = False
-    ) -> list[Any]:
-        """One write, then every reply in order. Error replies are :class:`ReplyError`."""
-        cmds = [_as_command(c) for c in commands]
-        if not cmds:
-            return []
+    def _send(self, packed: Any) -> None:
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
         conn = self.conn
@@ -133,19 +157,42 @@ class Session:
             self.broken = True
             raise translate(exc, where=self.address, sent=False) from None
         try:
-            conn.send_packed_command(conn.pack_commands([c.args for c in cmds]), check_health=False)
+            conn.send_packed_command(packed, check_health=False)
         except (rex.RedisError, OSError) as exc:
-            self.broken = True
-            conn.disconnect()
+            self._lost()
             raise translate(exc, where=self.address, sent=True) from None
         self.round_trips += 1
+
+    def _lost(self) -> None:
+        self.broken = True
+        self.conn.disconnect()
+
+    def send_one(self, args: tuple[Any, ...]) -> Any:
+        """Fast path for one raw command: its raw reply, or a :class:`ReplyError`."""
+        conn = self.conn
+        self._send(conn.pack_command(*args))
+        try:
+            return conn.read_response()
+        except rex.ResponseError as exc:
+            return ReplyError(full_error_text(exc))
+        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+            self._lost()
+            raise translate(exc, where=self.address, sent=True) from None
+
+    def execute(
+        self, commands: Sequence[Command | Sequence[Any]], *, parse: bool = False
+    ) -> list[Any]:
+        """One write, then every reply in order. Error replies are :class:`ReplyError`."""
+        cmds = [_as_command(c) for c in commands]
+        if not cmds:
+            return []
+        self._send(self.conn.pack_commands([c.args for c in cmds]))
         replies: list[Any] = []
         try:
             for c in cmds:
                 replies.append(self._read(c, parse))
         except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
-            self.broken = True
-            conn.disconnect()
+            self._lost()
             raise translate(exc, where=self.address, sent=True) from None
         return replies
 
@@ -160,33 +207,39 @@ class Session:
             return ReplyError(full_error_text(exc))
 
 
-@contextlib.contextmanager
-def session(client: redis.Redis) -> Iterator[Session]:
+class session:  # lower case: used like a function, ``with session(client) as s``
     """Hold one connection of ``client`` (its pinned one for single-connection clients)."""
-    pinned = getattr(client, "connection", None)
-    if pinned is not None:
-        yield Session(client, pinned)
-        return
-    pool = client.connection_pool
-    try:
-        conn = pool.get_connection()
-    except (rex.RedisError, OSError) as exc:
-        where = "{host}:{port}".format(
-            host=pool.connection_kwargs.get("host", "?"),
-            port=pool.connection_kwargs.get("port", "?"),
-        )
-        raise translate(exc, where=where, sent=False) from None
-    s = Session(client, conn)
-    try:
-        yield s
-    except BaseException:
-        # The state of the connection is unknown (a WATCH may be pending): drop it.
-        conn.disconnect()  # type: ignore[no-untyped-call]
-        raise
-    finally:
-        if s.broken:
-            conn.disconnect()  # type: ignore[no-untyped-call]
-        pool.release(conn)
+
+    __slots__ = ("_client", "_conn", "_pool", "_session")
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._pool: Any = None
+
+    def __enter__(self) -> Session:
+        client = self._client
+        pinned = getattr(client, "connection", None)
+        if pinned is not None:
+            self._session = Session(client, pinned)
+            return self._session
+        pool = self._pool = client.connection_pool
+        try:
+            conn = pool.get_connection()
+        except (rex.RedisError, OSError) as exc:
+            kw = pool.connection_kwargs
+            where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}"
+            raise translate(exc, where=where.rstrip(":"), sent=False) from None
+        self._session = Session(client, conn)
+        return self._session
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._pool is None:
+            return
+        conn = self._session.conn
+        if exc_type is not None or self._session.broken:
+            # The state of the connection is unknown (a WATCH may be pending): drop it.
+            conn.disconnect()
+        self._pool.release(conn)
 
 
 def execute(

@@ -1,0 +1,130 @@
+"""reg.load / status / call on a real server and on fakeredis (same bodies)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import redis
+
+from luapipe.errors import (
+    CallArgumentError,
+    ScriptRuntimeError,
+    ServerError,
+    UnknownScriptError,
+)
+from luapipe.registry import ScriptRegistry
+from luapipe.script import LuaScript
+
+from .conftest import SCRIPTS_DIR
+from .helpers import calls, reset_stats
+
+COUNTER = LuaScript.from_source(
+    "counted",
+    "-- Count how often this script ran.\n-- @key ran\nreturn redis.call('INCR', KEYS[1])\n",
+)
+FAKE_NOSCRIPT = LuaScript.from_source(
+    "fake_noscript",
+    "-- @key ran\nredis.call('INCR', KEYS[1])\nreturn redis.error_reply('NOSCRIPT fake')\n",
+)
+BOOM = LuaScript.from_source(
+    "boom", "-- @key k\nlocal x = 1\nerror('boom at line three')\n", path="scripts/boom.lua"
+)
+
+
+@pytest.fixture
+def reg() -> ScriptRegistry:
+    return ScriptRegistry([COUNTER, FAKE_NOSCRIPT, BOOM])
+
+
+def test_load_returns_sha1_of_the_bytes(client: redis.Redis, reg: ScriptRegistry) -> None:
+    shas = reg.load(client)
+    assert shas["counted"] == hashlib.sha1(COUNTER.source.encode()).hexdigest()
+    assert client.script_exists(*shas.values()) == [True, True, True]
+
+
+def test_status_reports_missing_then_loaded(client: redis.Redis, reg: ScriptRegistry) -> None:
+    (before,) = reg.status(client)
+    assert before.missing == ("boom", "counted", "fake_noscript")
+    reg.load(client)
+    (after,) = reg.status(client)
+    assert after.missing == ()
+
+
+def test_call_runs_once_in_steady_state_and_after_flush(
+    client: redis.Redis, reg: ScriptRegistry
+) -> None:
+    assert reg.call(client, "counted", keys=["ran"]) == 1  # not loaded yet: loaded inline
+    assert reg.call(client, "counted", keys=["ran"]) == 2
+    client.script_flush()
+    assert reg.call(client, "counted", keys=["ran"]) == 3  # NOSCRIPT -> load -> once
+    assert int(client.get("ran") or 0) == 3
+
+
+def test_own_noscript_error_is_not_a_missing_script(
+    client: redis.Redis, reg: ScriptRegistry
+) -> None:
+    reg.load(client)
+    with pytest.raises(ScriptRuntimeError, match="NOSCRIPT fake"):
+        reg.call(client, "fake_noscript", keys=["ran"])
+    assert int(client.get("ran") or 0) == 1  # redis-py's Script would have run it twice
+
+
+def test_runtime_error_names_file_and_line(client: redis.Redis, reg: ScriptRegistry) -> None:
+    with pytest.raises(ScriptRuntimeError, match=r"scripts/boom\.lua:3: .*boom at line three"):
+        reg.call(client, "boom", keys=["k"])
+
+
+def test_unknown_name_and_wrong_counts_send_nothing(r: redis.Redis, reg: ScriptRegistry) -> None:
+    reset_stats(r)
+    with pytest.raises(UnknownScriptError):
+        reg.call(r, "nope")
+    with pytest.raises(CallArgumentError):
+        reg.call(r, "counted", keys=[])
+    with pytest.raises(CallArgumentError):
+        reg.call(r, "counted", keys=["a"], args=["surplus"])
+    assert calls(r, "evalsha") == 0 and calls(r, "script|load") == 0
+
+
+def test_steady_state_call_is_one_evalsha(r: redis.Redis, reg: ScriptRegistry) -> None:
+    reg.load(r)
+    reset_stats(r)
+    for _ in range(50):
+        reg.call(r, "counted", keys=["ran"])
+    assert calls(r, "evalsha") == 50
+    assert calls(r, "script|load") == 0 and calls(r, "script|exists") == 0
+
+
+def test_first_call_loads_inline(r: redis.Redis, reg: ScriptRegistry) -> None:
+    reset_stats(r)
+    reg.call(r, "counted", keys=["ran"])
+    assert calls(r, "script|load") == 1 and calls(r, "evalsha") == 1
+
+
+def test_replies_through_every_protocol_and_parser(real_variant: redis.Redis) -> None:
+    reg = ScriptRegistry.from_directory(SCRIPTS_DIR)
+    assert reg.call(real_variant, "rate_limit_fixed", keys=["rl"], args=[1, 60])[:2] == [1, 1]
+    assert reg.call(real_variant, "rate_limit_fixed", keys=["rl"], args=[1, 60])[:2] == [0, 2]
+    real_variant.script_flush()
+    assert reg.call(real_variant, "check_and_decr", keys=["s"], args=[1]) == -1
+
+
+def test_error_reply_from_server_is_luapipe_error(client: redis.Redis) -> None:
+    reg = ScriptRegistry(
+        [LuaScript.from_source("wrongtype", "-- @key k\nreturn redis.call('INCR', KEYS[1])\n")]
+    )
+    client.rpush("lst", "x")
+    with pytest.raises(ServerError, match="WRONGTYPE|wrong kind"):
+        reg.call(client, "wrongtype", keys=["lst"])
+
+
+def test_from_directory_default_is_bundled_library() -> None:
+    assert (
+        ScriptRegistry.from_directory().names()
+        == ScriptRegistry.from_directory(SCRIPTS_DIR).names()
+    )
+
+
+def test_empty_directory_is_an_empty_registry(tmp_path: Path) -> None:
+    assert ScriptRegistry.from_directory(tmp_path).names() == []
