@@ -21,9 +21,10 @@ import difflib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
+import redis.asyncio
 
 from luapipe import transport
 from luapipe.core import (
@@ -158,7 +159,14 @@ class ScriptRegistry:
         keys: Sequence[Value] = (),
         args: Sequence[Value] = (),
     ) -> Any:
-        """Run one script: one round trip in steady state; NOSCRIPT -> load, retry once."""
+        """Run one script: one round trip in steady state; NOSCRIPT -> load, retry once.
+
+        With a ``redis.asyncio`` client this returns a coroutine (``await reg.call(...)``).
+        """
+        if is_async_client(client):
+            from luapipe.aio import call_async
+
+            return call_async(self, client, name, keys, args)
         script = self[name]
         script.check_call(keys, args)
         call = ScriptCall(script, tuple(keys), tuple(args))
@@ -186,13 +194,25 @@ class ScriptRegistry:
             )
 
     def pipeline(self, client: redis.Redis, *, transaction: bool = False) -> ScriptPipeline:
-        """A pipeline that takes script calls and any redis-py command; see ScriptPipeline."""
+        """A pipeline that takes script calls and any redis-py command; see ScriptPipeline.
+
+        With a ``redis.asyncio`` client: ``async with reg.pipeline(aclient) as p``.
+        """
+        if is_async_client(client):
+            from luapipe.aio import AsyncScriptPipeline
+
+            return cast("ScriptPipeline", AsyncScriptPipeline(self, client, transaction=transaction))
         from luapipe.pipeline import ScriptPipeline
 
         return ScriptPipeline(self, client, transaction=transaction)
 
     def plan(self, entries: Sequence[Any], node: str, *, transaction: bool) -> Plan:
         return Plan(entries, self.known, node, transaction=transaction)
+
+
+def is_async_client(client: object) -> bool:
+    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too)."""
+    return isinstance(client, redis.asyncio.Redis | redis.asyncio.RedisCluster)
 
 
 def _raise_or_return(result: Any) -> Any:
