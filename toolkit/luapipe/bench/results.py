@@ -69,7 +69,10 @@ class BenchResult:
         return {
             "schema_version": SCHEMA_VERSION,
             "manifest": self.manifest,
-            "calibration": [asdict(c) | {"error_pct": c.error_pct} for c in self.calibrations],
+            "calibration": [
+                asdict(c) | {"error_pct": c.error_pct, "wire_ms": c.wire_ms}
+                for c in self.calibrations
+            ],
             "records": [r.as_dict() for r in self.records],
             "crossovers": [asdict(c) | {"text": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["Calibration", "RttProxy", "calibrate", "measure_ping_rtt_us"]
+__all__ = ["Calibration", "RttProxy", "calibrate", "measure_ping", "measure_ping_rtt_us"]
 
 SPIN_S = 60e-6  # the floor; the proxy measures its own timer overshoot at start
 
@@ -256,13 +256,14 @@ class RttProxy:
         self.stop()
 
 
-def measure_ping_rtt_us(host: str, port: int, samples: int = 200) -> float:
-    """Median PING round trip on a raw socket (minimal client overhead), microseconds."""
+def measure_ping(host: str, port: int, samples: int = 200) -> tuple[float, float]:
+    """PING on a raw socket: (median round trip, mean client CPU per PING), microseconds."""
     with socket.create_connection((host, port), timeout=10) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         times = []
+        cpu = 0.0
         for i in range(samples + 5):
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             s.sendall(b"PING\r\n")
             got = b""
             while not got.endswith(b"\r\n"):
@@ -272,7 +273,13 @@ def measure_ping_rtt_us(host: str, port: int, samples: int = 200) -> float:
                 got += part
             if i >= 5:
                 times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+                cpu += time.thread_time() - c0
+    return statistics.median(times) * 1e6, cpu / samples * 1e6
+
+
+def measure_ping_rtt_us(host: str, port: int, samples: int = 200) -> float:
+    """Median PING round trip on a raw socket (minimal client overhead), microseconds."""
+    return measure_ping(host, port, samples)[0]
 
 
 @dataclass(frozen=True)
@@ -285,6 +292,12 @@ class Calibration:
     direct_ping_ms: float  # loopback PING without the proxy
     proxied_ping_ms: float  # PING through the proxy
     proxy_overhead_ms: float  # proxy at delay 0 minus direct
+    ping_cpu_ms: float = 0.0  # client CPU of one raw PING (subtracted to get wire time)
+
+    @property
+    def wire_ms(self) -> float:
+        """One round trip on this path without client CPU: the model's unit."""
+        return max(0.0, self.proxied_ping_ms - self.ping_cpu_ms)
 
     @property
     def error_pct(self) -> float | None:
@@ -297,7 +310,7 @@ def calibrate(proxy: RttProxy, server_host: str, server_port: int, rtt_ms: float
     """Set the proxy to ``rtt_ms`` and measure it; the delay is corrected by PING until the
     added RTT is within 3% of nominal (at most four rounds; the last measurement is kept)."""
     samples = int(min(300, max(15, 0.4 / max(rtt_ms / 1000.0, 1e-4))))
-    direct = measure_ping_rtt_us(server_host, server_port, 300)
+    direct, cpu = measure_ping(server_host, server_port, 300)
     proxy.set_delay(0.0)
     zero = measure_ping_rtt_us(proxy.host, proxy.port, 300)
     overhead = max(0.0, zero - direct)
@@ -318,6 +331,7 @@ def calibrate(proxy: RttProxy, server_host: str, server_port: int, rtt_ms: float
         direct_ping_ms=round(direct / 1000.0, 4),
         proxied_ping_ms=round(through / 1000.0, 4),
         proxy_overhead_ms=round(overhead / 1000.0, 4),
+        ping_cpu_ms=round(cpu / 1000.0, 4),
     )
 
 

@@ -135,7 +135,7 @@ class _Run:
         finally:
             if client is not None:
                 client.close()
-        wire = cal.proxied_ping_ms if cal is not None else _direct_ping_ms(self.admin)
+        wire = cal.wire_ms if cal is not None else _direct_wire_ms(self.admin)
         return [
             build_record(
                 w, f, totals[f], rtt, cal.rtt_ms_measured if cal else 0.0, clients, cfg.rate, wire
@@ -144,11 +144,12 @@ class _Run:
         ]
 
 
-def _direct_ping_ms(admin: redis.Redis) -> float:
-    from luapipe.bench.rttproxy import measure_ping_rtt_us
+def _direct_wire_ms(admin: redis.Redis) -> float:
+    from luapipe.bench.rttproxy import measure_ping
 
     kw = admin.connection_pool.connection_kwargs
-    return measure_ping_rtt_us(kw.get("host", "127.0.0.1"), int(kw.get("port", 6379)), 300) / 1e3
+    rtt, cpu = measure_ping(kw.get("host", "127.0.0.1"), int(kw.get("port", 6379)), 300)
+    return max(0.0, rtt - cpu) / 1e3
 
 
 def run_bench(

@@ -1,7 +1,7 @@
 """Latency histograms: HdrHistogram in microseconds, merged across workers, never averaged.
 
 A percentile is reported only when there are enough samples to support it: ``p`` needs at
-least ``1 / (1 - p)`` samples (p50: 2, p90: 10, p99: 100, p99.9: 1000); otherwise it is
+least ``1 / (1 - p)`` samples (p50: 2, p90: 10, p95: 20, p99: 100, p99.9: 1000); otherwise it is
 ``None`` and shown as "-" in reports.
 """
 
@@ -18,7 +18,7 @@ HIGHEST_US = 120_000_000  # two minutes
 SIGNIFICANT_DIGITS = 3
 
 #: JSON key -> percentile
-PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 
 
 def min_samples_for(percentile: float) -> int:
@@ -33,6 +33,7 @@ class LatencySummary:
     count: int
     p50: float | None
     p90: float | None
+    p95: float | None
     p99: float | None
     p999: float | None
     max: float | None
@@ -43,6 +44,7 @@ class LatencySummary:
         return {
             "p50": self.p50,
             "p90": self.p90,
+            "p95": self.p95,
             "p99": self.p99,
             "p999": self.p999,
             "max": self.max,
@@ -114,6 +116,7 @@ class LatencyHistogram:
             count=n,
             p50=pct("p50"),
             p90=pct("p90"),
+            p95=pct("p95"),
             p99=pct("p99"),
             p999=pct("p999"),
             max=float(self._h.get_max_value()) / 1000.0 if n else None,

@@ -1,0 +1,131 @@
+"""Generated operations as benchmark workloads, and name -> workload resolution.
+
+An :class:`OperationWorkload` samples a pool of cases (initial keyspace + keys + args) from
+the operation spec, each in its own key namespace. Contention picks which case a call
+touches: ``hot`` (every client on one case: WATCH conflicts, lost updates), ``spread``
+(uniform over the pool) or ``zipf:S``. The invariant is checked on every case after a slice:
+a boolean must still hold, a number must be conserved.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload, Workload
+from luapipe.errors import LuapipeError
+
+__all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads"]
+
+BUILTINS = ("ping", "update_token")
+
+
+def catalogue_dir() -> Path:
+    """``examples/operations`` of this checkout (the built-in catalogue)."""
+    return Path(__file__).resolve().parents[3] / "examples" / "operations"
+
+
+@dataclass(frozen=True)
+class OperationWorkload:
+    op: Any  # luapipe.operation.Operation
+    contention: str = "spread"
+    pool: int = 64
+    seed: int = 1
+    cases: tuple[Any, ...] = field(default=(), compare=False)
+    baseline: dict[int, Any] = field(default_factory=dict, compare=False)
+    batch: int = 1
+
+    def __post_init__(self) -> None:
+        rng = random.Random(self.seed)
+        n = 1 if self.contention == "hot" else self.pool
+        cases = tuple(self.op.sample_case(rng, f"bench{i}:") for i in range(n))
+        object.__setattr__(self, "cases", cases)
+
+    @property
+    def name(self) -> str:
+        return str(self.op.name)
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        return tuple(self.op.forms)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": "generated",
+            "path": str(self.op.path),
+            "description": str(self.op.description),
+            "contention": self.contention,
+            "cases": len(self.cases),
+            "lua": str(self.op.lua_source),
+        }
+
+    def reset(self, client: redis.Redis) -> None:
+        client.flushdb()
+        self.baseline.clear()
+        for i, case in enumerate(self.cases):
+            self.op.setup(client, case)
+            if self.op.invariant is not None:
+                self.baseline[i] = self._invariant(client, case)
+
+    def _invariant(self, client: redis.Redis, case: Any) -> Any:
+        return self.op.check_invariant(client, keys=case.keys_dict, args=case.args_dict)
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        return None  # the discarded warm-up loads scripts and functions
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        rng = random.Random(seed * 1000 + worker)
+        chooser = KeyChooser(self.contention, len(self.cases))
+        calls = [(c.keys_dict, c.args_dict) for c in self.cases]
+        run = self.op.run_detailed
+
+        def call(i: int) -> int:
+            keys, args = calls[chooser.pick(rng)]
+            return int(run(client, form, keys=keys, args=args).retries)
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        inv = self.op.invariant
+        if inv is None:
+            return True, "no invariant declared"
+        bad = []
+        for i, case in enumerate(self.cases):
+            now = self._invariant(client, case)
+            ok = now == self.baseline.get(i) if inv.conserved else bool(now)
+            if not ok:
+                bad.append(f"{case.namespace} {now!r} (was {self.baseline.get(i)!r})")
+        if bad:
+            return False, f"invariant broken in {len(bad)} of {len(self.cases)} cases: {bad[0]}"
+        return True, f"invariant held in {len(self.cases)} cases"
+
+
+def resolve_workloads(
+    names: list[str], *, contention: str = "spread", batch: int = 1, seed: int = 1
+) -> list[Workload]:
+    """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``)."""
+    out: list[Workload] = []
+    for name in names:
+        if name == "ping":
+            out.append(PingWorkload(batch=batch))
+        elif name == "update_token":
+            out.append(UpdateTokenWorkload(contention=contention))
+        else:
+            path = Path(name)
+            if not path.exists():
+                path = catalogue_dir() / f"{name}.toml"
+            if not path.exists():
+                known = sorted(p.stem for p in catalogue_dir().glob("*.toml"))
+                raise LuapipeError(
+                    f"unknown operation {name!r}: not a file, not built in "
+                    f"({', '.join(BUILTINS)}), not in the catalogue ({', '.join(known)})"
+                )
+            from luapipe.spec import load_operation
+
+            out.append(OperationWorkload(load_operation(path), contention=contention, seed=seed))
+    return out

@@ -1,0 +1,103 @@
+"""The results JSON: writing, reading, and its schema.
+
+Schema (``schema_version`` 1)::
+
+    {
+      "schema_version": 1,
+      "manifest": {
+        "created_utc": "...",
+        "redis": {"url": <masked>, "version", "mode", "os", "config": {name: value}},
+        "machine": {"kernel", "system", "cpu", "cpus", "python"},
+        "libraries": {"luapipe", "redis", "hiredis", "hdrhistogram", "jinja2", "click"},
+        "rtt_method": "delay proxy ...", "proxy_spin_us": float,
+        "spec": {"config": {rtts_ms, clients, duration_s, warmup_s, rounds, rate, bystander,
+                            bystander_interval_s, seed},
+                 "workloads": [<each workload's describe(): name, kind, commands/spec...>]}
+      },
+      "calibration": [{"rtt_ms_nominal", "rtt_ms_measured" (added RTT: through proxy minus
+                       direct), "delay_ms_setting", "direct_ping_ms", "proxied_ping_ms",
+                       "proxy_overhead_ms" (proxy at delay 0 minus direct), "error_pct"}],
+      "records": [{   # one per (operation, form, rtt, clients)
+        "operation", "form", "rtt_ms_nominal", "rtt_ms_measured", "clients",
+        "ops",                       # logical operations completed (calls x batch)
+        "ops_per_sec",
+        "latency_ms": {"p50","p90","p95","p99","p999","max","mean","min"},  # per call; null
+                                     # when too few samples (p99.9 needs >= 1000)
+        "round_trips_per_op", "commands_per_op",  # measured by a counting connection
+        "server_usec_per_op", "server_commands_per_op",  # INFO commandstats deltas
+        "retries_per_op", "abort_rate", "errors", "error_samples",
+        "invariant_ok", "invariant_detail",
+        "batch", "calls", "duration_s", "rate",
+        "latency_ms_uncorrected",    # open loop only: from the actual send, not the due time
+        "latency_ms_per_op",         # batch > 1: per-call latency / batch
+        "latency_distribution": [[percentile, ms], ...],
+        "client_cpu_usec_per_op", "bystander_p99_ms", "bystander_samples",
+        "wire_ms", "model_latency_ms", "model_error_pct", "atomic"
+      }],
+      "crossovers": [{"operation", "clients", "more_trips", "fewer_trips", "rtt_ms", "text"}],
+      "recommendations": [{"operation", "rtt_ms", "clients", "form", "text", "reasons"}],
+      "notes": [str]
+    }
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from luapipe.errors import LuapipeError, mask_url
+
+__all__ = ["REQUIRED_RECORD_FIELDS", "load_results", "mask_tree", "write_json"]
+
+REQUIRED_RECORD_FIELDS = (
+    "operation",
+    "form",
+    "rtt_ms_nominal",
+    "rtt_ms_measured",
+    "clients",
+    "ops",
+    "ops_per_sec",
+    "latency_ms",
+    "round_trips_per_op",
+    "commands_per_op",
+    "server_usec_per_op",
+    "retries_per_op",
+    "errors",
+    "invariant_ok",
+)
+
+
+def mask_tree(data: Any) -> Any:
+    """Every string in ``data`` with URL passwords masked."""
+    if isinstance(data, str):
+        return mask_url(data)
+    if isinstance(data, dict):
+        return {k: mask_tree(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [mask_tree(v) for v in data]
+    return data
+
+
+def write_json(result: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(mask_tree(result), indent=2) + "\n")
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read a results file and check it has the fields every renderer needs."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise LuapipeError(f"{path}: not a luapipe results file ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        raise LuapipeError(f"{path}: not a luapipe results file (no records list)")
+    for i, rec in enumerate(data["records"]):
+        missing = [f for f in REQUIRED_RECORD_FIELDS if f not in rec]
+        if missing:
+            raise LuapipeError(f"{path}: record {i} lacks {', '.join(missing)}")
+    data.setdefault("manifest", {})
+    data.setdefault("calibration", [])
+    data.setdefault("crossovers", [])
+    data.setdefault("recommendations", [])
+    data.setdefault("notes", [])
+    return dict(mask_tree(data))

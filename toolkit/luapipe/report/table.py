@@ -1,0 +1,115 @@
+"""The terminal table: one row per record, then crossovers and recommendations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_table"]
+
+HEADER = (
+    "operation",
+    "form",
+    "rtt ms",
+    "meas",
+    "cl",
+    "ops/s",
+    "p50",
+    "p99",
+    "p99.9",
+    "max",
+    "rt/op",
+    "cmd/op",
+    "srv us",
+    "cpu us",
+    "retry",
+    "err",
+    "inv",
+    "model ms",
+    "byst p99",
+)
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    x = float(v)
+    return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _row(r: dict[str, Any]) -> tuple[str, ...]:
+    lat = r["latency_ms"]
+    model = "-"
+    if r.get("model_latency_ms") is not None:
+        model = _f(r["model_latency_ms"])
+        if r.get("model_error_pct") is not None:
+            model += f" ({float(r['model_error_pct']):+.0f}%)"
+    return (
+        str(r["operation"]),
+        str(r["form"]),
+        f"{float(r['rtt_ms_nominal']):g}",
+        _f(r["rtt_ms_measured"]),
+        str(r["clients"]),
+        f"{float(r['ops_per_sec']):,.0f}",
+        _f(lat.get("p50")),
+        _f(lat.get("p99")),
+        _f(lat.get("p999")),
+        _f(lat.get("max")),
+        _f(r["round_trips_per_op"]),
+        _f(r["commands_per_op"]),
+        _f(r["server_usec_per_op"]),
+        _f(r.get("client_cpu_usec_per_op")),
+        _f(r["retries_per_op"], 2),
+        str(r["errors"]),
+        "ok" if r["invariant_ok"] else "FAIL",
+        model,
+        _f(r.get("bystander_p99_ms")),
+    )
+
+
+def render_table(result: dict[str, Any]) -> str:
+    """Plain-text table (latencies in ms, per call) and the verdicts under it."""
+    rows = [HEADER] + [_row(r) for r in result["records"]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    for r in result["records"]:
+        if not r["invariant_ok"]:
+            lines.append(
+                f"INVARIANT FAILED: {r['operation']} {r['form']}: {r.get('invariant_detail', '')}"
+            )
+        for s in r.get("error_samples", [])[:1]:
+            lines.append(f"errors in {r['operation']} {r['form']} ({r['errors']}): {s}")
+    cals = [c for c in result.get("calibration", []) if c["rtt_ms_nominal"] > 0]
+    if cals:
+        lines.append("")
+        lines.append(
+            "RTT calibration (PING): "
+            + ", ".join(
+                f"{c['rtt_ms_nominal']:g} ms -> {c['rtt_ms_measured']:.3f} ms "
+                f"({c['error_pct']:+.1f}%)"
+                for c in cals
+            )
+        )
+    over = [c for c in result.get("calibration", []) if c["rtt_ms_nominal"] == 0]
+    if over:
+        lines.append(
+            f"proxy overhead at rtt 0: {over[0]['proxy_overhead_ms']:.3f} ms per round trip "
+            f"(direct PING {over[0]['direct_ping_ms']:.3f} ms); RTT 0 runs bypass the proxy"
+        )
+    if result.get("crossovers"):
+        lines.append("")
+        lines.extend(
+            f"crossover: {c['operation']} (clients={c['clients']}): {c['text']}"
+            for c in result["crossovers"]
+        )
+    if result.get("recommendations"):
+        lines.append("")
+        lines.extend(f"recommendation: {r['text']}" for r in result["recommendations"])
+    return "\n".join(lines)
