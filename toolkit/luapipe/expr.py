@@ -1,0 +1,366 @@
+"""The expression language of operation specs: tokenizer, parser and type checker.
+
+One AST, a closed set of node types, compiled to Lua (:mod:`luapipe.compile_lua`) and to
+Python (:mod:`luapipe.compile_py`). Nothing here evaluates spec text.
+
+Grammar (lowest precedence first)::
+
+    or      := and ('or' and)*
+    and     := not ('and' not)*
+    not     := 'not' not | cmp
+    cmp     := concat (('=='|'!='|'<'|'<='|'>'|'>=') concat)?
+    concat  := add ('..' concat)?
+    add     := mul (('+'|'-') mul)*
+    mul     := unary (('*'|'/'|'//'|'%') unary)*
+    unary   := '-' unary | postfix
+    postfix := atom ('[' or ']')*          # 0-based index, nil when out of range
+    atom    := INT | FLOAT | STRING | true | false | nil | NAME | NAME '(' args ')'
+             | '(' or ')' | '[' or (',' or)* ']'
+    args    := arg (',' arg)* ;  arg := NAME '->' or | or
+
+Conditions are typed ``bool`` (no truthiness), integers stay within +-(2^53-1) (else the
+operation fails with ``OVERFLOW`` in every form), and floats are returned as strings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "BOOL",
+    "FLOAT",
+    "INT",
+    "NIL",
+    "STR",
+    "Binary",
+    "Call",
+    "ExprError",
+    "Index",
+    "Lambda",
+    "ListLit",
+    "Literal",
+    "Name",
+    "Node",
+    "Type",
+    "Unary",
+    "list_of",
+    "parse",
+    "parse_type",
+]
+
+MAX_INT = 2**53 - 1
+
+
+class ExprError(ValueError):
+    """A problem in one expression; ``col`` is the 1-based column."""
+
+    def __init__(self, message: str, col: int = 0) -> None:
+        super().__init__(message)
+        self.col = col
+
+
+@dataclass(frozen=True)
+class Type:
+    kind: str  # int float str bool nil list
+    elem: Type | None = None
+    opt: bool = False
+
+    def __str__(self) -> str:
+        base = f"list[{self.elem}]" if self.kind == "list" else self.kind
+        return base + ("?" if self.opt and self.kind != "nil" else "")
+
+    @property
+    def required(self) -> Type:
+        return Type(self.kind, self.elem, False)
+
+    @property
+    def optional(self) -> Type:
+        return Type(self.kind, self.elem, True)
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("int", "float") and not self.opt
+
+
+INT, FLOAT, STR, BOOL, NIL = Type("int"), Type("float"), Type("str"), Type("bool"), Type("nil")
+
+
+def list_of(elem: Type) -> Type:
+    return Type("list", elem)
+
+
+def parse_type(text: str) -> Type:
+    """``int``, ``float``, ``str``, ``bool`` or ``list[...]`` of those."""
+    m = re.fullmatch(r"list\[(int|float|str)\]|(int|float|str|bool)", text.strip())
+    if m is None:
+        raise ExprError(f"unknown type {text!r}")
+    return list_of(Type(m[1])) if m[1] else Type(m[2])
+
+
+# ---------------------------------------------------------------- AST (the whitelist)
+
+
+@dataclass(frozen=True)
+class Node:
+    col: int
+
+
+@dataclass(frozen=True)
+class Literal(Node):
+    value: int | float | str | bool | None
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str  # '-' or 'not'
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: str
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Lambda(Node):
+    param: str
+    body: Node
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    target: Node
+    index: Node
+
+
+@dataclass(frozen=True)
+class ListLit(Node):
+    items: tuple[Node, ...]
+
+
+# ---------------------------------------------------------------- tokenizer
+
+_TOKEN = re.compile(
+    r"""(?P<ws>[ \t\r\n]+)
+      | (?P<float>[0-9]+\.[0-9]+)
+      | (?P<int>[0-9]+)
+      | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<op>->|\.\.|//|==|!=|<=|>=|[-+*/%<>()\[\],])""",
+    re.VERBOSE,
+)
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
+KEYWORDS = frozenset({"and", "or", "not", "true", "false", "nil"})
+FUNCTIONS = frozenset(
+    {"if", "min", "max", "abs", "floor", "len", "str", "int", "float", "coalesce", "is_nil"}
+    | {"map", "filter", "sum", "contains"}
+)
+
+
+@dataclass(frozen=True)
+class Tok:
+    kind: str
+    text: str
+    col: int
+
+
+def _unescape(body: str, col: int) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\":
+            nxt = body[i + 1]
+            if nxt not in _ESCAPES:
+                raise ExprError(f"unknown escape '\\{nxt}' (use \\n \\t \\\\ \\' \\\")", col + i)
+            out.append(_ESCAPES[nxt])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def tokenize(text: str) -> list[Tok]:
+    toks: list[Tok] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise ExprError(f"unexpected character {text[pos]!r}", pos + 1)
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            toks.append(Tok(kind, m.group(), pos + 1))
+        pos = m.end()
+    toks.append(Tok("end", "", len(text) + 1))
+    return toks
+
+
+# ---------------------------------------------------------------- parser
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = tokenize(text)
+        self.i = 0
+
+    def peek(self, *texts: str) -> bool:
+        t = self.toks[self.i]
+        return t.kind in ("op", "name") and t.text in texts
+
+    def take(self) -> Tok:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def expect(self, text: str) -> Tok:
+        t = self.take()
+        if t.text != text or t.kind not in ("op", "name"):
+            found = t.text or "end of expression"
+            raise ExprError(f"expected '{text}' but found '{found}'", t.col)
+        return t
+
+    def parse(self) -> Node:
+        node = self.or_()
+        t = self.toks[self.i]
+        if t.kind != "end":
+            raise ExprError(f"unexpected '{t.text}' after a complete expression", t.col)
+        return node
+
+    def or_(self) -> Node:
+        node = self.and_()
+        while self.peek("or"):
+            t = self.take()
+            node = Binary(t.col, "or", node, self.and_())
+        return node
+
+    def and_(self) -> Node:
+        node = self.not_()
+        while self.peek("and"):
+            t = self.take()
+            node = Binary(t.col, "and", node, self.not_())
+        return node
+
+    def not_(self) -> Node:
+        if self.peek("not"):
+            t = self.take()
+            return Unary(t.col, "not", self.not_())
+        return self.cmp()
+
+    def cmp(self) -> Node:
+        node = self.concat()
+        if self.peek("==", "!=", "<", "<=", ">", ">="):
+            t = self.take()
+            node = Binary(t.col, t.text, node, self.concat())
+            if self.peek("==", "!=", "<", "<=", ">", ">="):
+                raise ExprError("comparisons do not chain; use 'and'", self.toks[self.i].col)
+        return node
+
+    def concat(self) -> Node:
+        node = self.add()
+        if self.peek(".."):
+            t = self.take()
+            node = Binary(t.col, "..", node, self.concat())
+        return node
+
+    def add(self) -> Node:
+        node = self.mul()
+        while self.peek("+", "-"):
+            t = self.take()
+            node = Binary(t.col, t.text, node, self.mul())
+        return node
+
+    def mul(self) -> Node:
+        node = self.unary()
+        while self.peek("*", "/", "//", "%"):
+            t = self.take()
+            node = Binary(t.col, t.text, node, self.unary())
+        return node
+
+    def unary(self) -> Node:
+        if self.peek("-"):
+            t = self.take()
+            return Unary(t.col, "-", self.unary())
+        node = self.atom()
+        while self.peek("["):
+            t = self.take()
+            idx = self.or_()
+            self.expect("]")
+            node = Index(t.col, node, idx)
+        return node
+
+    def atom(self) -> Node:
+        t = self.take()
+        if t.kind == "int":
+            value = int(t.text)
+            if value > MAX_INT:
+                raise ExprError(f"integer {t.text} is beyond 2^53-1", t.col)
+            return Literal(t.col, value)
+        if t.kind == "float":
+            return Literal(t.col, float(t.text))
+        if t.kind == "str":
+            return Literal(t.col, _unescape(t.text[1:-1], t.col + 1))
+        if t.kind == "name":
+            if t.text in ("true", "false"):
+                return Literal(t.col, t.text == "true")
+            if t.text == "nil":
+                return Literal(t.col, None)
+            if t.text in KEYWORDS:
+                raise ExprError(f"'{t.text}' cannot start an expression", t.col)
+            if self.peek("("):
+                return self.call(t)
+            return Name(t.col, t.text)
+        if t.text == "(":
+            node = self.or_()
+            self.expect(")")
+            return node
+        if t.text == "[":
+            items = [self.or_()]
+            while self.peek(","):
+                self.take()
+                items.append(self.or_())
+            self.expect("]")
+            return ListLit(t.col, tuple(items))
+        raise ExprError(f"unexpected '{t.text or 'end of expression'}'", t.col)
+
+    def call(self, name: Tok) -> Node:
+        if name.text not in FUNCTIONS:
+            known = ", ".join(sorted(FUNCTIONS))
+            raise ExprError(f"unknown function '{name.text}' (known: {known})", name.col)
+        self.expect("(")
+        args: list[Node] = []
+        if not self.peek(")"):
+            while True:
+                nxt = self.toks[self.i + 1]
+                if self.toks[self.i].kind == "name" and nxt.text == "->":
+                    p = self.take()
+                    self.take()
+                    args.append(Lambda(p.col, p.text, self.or_()))
+                else:
+                    args.append(self.or_())
+                if not self.peek(","):
+                    break
+                self.take()
+        self.expect(")")
+        return Call(name.col, name.text, tuple(args))
+
+
+def parse(text: str) -> Node:
+    """Parse one expression; raises :class:`ExprError` with a column."""
+    if not text.strip():
+        raise ExprError("empty expression", 1)
+    return _Parser(text).parse()

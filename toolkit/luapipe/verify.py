@@ -1,0 +1,250 @@
+"""Prove the forms of an operation agree: same reply (or error) and same keyspace after.
+
+Each case is a random initial keyspace (missing keys, wrong types, edge numbers, TTLs) plus
+random keys and args. Every form runs from the same state; the reply and a typed dump of
+the keyspace (TYPE + typed read + TTL presence, no DUMP) are compared. The first mismatch is
+shrunk (keys removed while it persists) and reported as a reproducible case. Keys live
+under a namespace prefix, so verify never touches other keys of the database.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from luapipe import runtime as _rt
+from luapipe import transport
+from luapipe.casegen import Case, KeyState, sample_case
+from luapipe.errors import LuapipeError
+
+if TYPE_CHECKING:
+    from luapipe.operation import Operation
+
+__all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case", "setup", "verify"]
+
+_CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EXECABORT")
+_ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*)?$")
+
+
+def error_code(exc: BaseException) -> str:
+    """What an error means, independent of the form that raised it."""
+    text = str(exc)
+    for code in _CODES:
+        if re.search(rf"\b{code}\b", text):
+            return code
+    m = _ERR.search(text)
+    return f"ERR {m[1]}" if m else type(exc).__name__
+
+
+def setup(client: redis.Redis, case: Case) -> None:
+    """Delete every key of ``case`` and write its initial state (one round trip)."""
+    cmds: list[tuple[Any, ...]] = [("DEL", *case.universe)] if case.universe else []
+    for ks in case.state:
+        cmds.extend(ks.commands())
+    for reply in transport.execute(client, cmds):
+        transport.raise_for(reply)
+
+
+def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool], ...]:
+    """(key, type, value, has_ttl) for every key under ``namespace``, sorted."""
+    names = sorted(_rt.text(k) for k in client.scan_iter(match=_glob(namespace) + "*", count=1000))
+    if not names:
+        return ()
+    pipe = client.pipeline(transaction=False)
+    for k in names:
+        pipe.type(k)
+        pipe.pttl(k)
+    meta = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    types = [_rt.text(t) for t in meta[0::2]]
+    for k, t in zip(names, types, strict=True):
+        if t == "string":
+            pipe.get(k)
+        elif t == "hash":
+            pipe.hgetall(k)
+        elif t == "zset":
+            pipe.zrange(k, 0, -1, withscores=True)
+        elif t == "list":
+            pipe.lrange(k, 0, -1)
+        else:
+            pipe.smembers(k)
+    values = pipe.execute()
+    out = []
+    for k, t, v, ttl in zip(names, types, values, meta[1::2], strict=True):
+        out.append((k, t, _norm(t, v), int(ttl) > 0))
+    return tuple(out)
+
+
+def _glob(prefix: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", prefix)
+
+
+def _norm(t: str, v: Any) -> Any:
+    if t == "string":
+        return _rt.text(v)
+    if t == "hash":
+        return tuple(sorted((_rt.text(a), _rt.text(b)) for a, b in v.items()))
+    if t == "zset":
+        return tuple((_rt.text(m), float(s)) for m, s in v)
+    if t == "set":
+        return tuple(sorted(_rt.text(x) for x in v))
+    return tuple(_rt.text(x) for x in v)
+
+
+Outcome = tuple[str, Any]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Two forms disagreed on one (shrunk) case."""
+
+    case: Case
+    form_a: str
+    form_b: str
+    outcome_a: Outcome
+    outcome_b: Outcome
+    keyspace_a: tuple[Any, ...]
+    keyspace_b: tuple[Any, ...]
+
+    def describe(self) -> str:
+        lines = [
+            f"case {self.case.index} (seed {self.case.seed}): {self.form_a} and {self.form_b} "
+            "disagree",
+            f"  keys: {dict(self.case.keys)}",
+            f"  args: {dict(self.case.args)}",
+            "  initial keyspace:" + ("" if self.case.state else " (empty)"),
+        ]
+        lines += [f"    {cmd}" for ks in self.case.state for cmd in ks.commands()]
+        lines.append(f"  {self.form_a}: {self.outcome_a[0]} {self.outcome_a[1]!r}")
+        lines.append(f"  {self.form_b}: {self.outcome_b[0]} {self.outcome_b[1]!r}")
+        if self.keyspace_a != self.keyspace_b:
+            lines.append(f"  keyspace after {self.form_a}: {self.keyspace_a}")
+            lines.append(f"  keyspace after {self.form_b}: {self.keyspace_b}")
+        lines.append(
+            f"  reproduce: luapipe verify <spec> --seed {self.case.seed} "
+            f"--cases {self.case.index + 1}"
+        )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of :func:`verify`; ``ok`` when every case agreed in every form."""
+
+    operation: str
+    forms: tuple[str, ...]
+    cases: int
+    seconds: float
+    seed: int
+    errors_agreed: int = 0
+    mismatch: Mismatch | None = None
+    skipped: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatch is None
+
+    def summary(self) -> str:
+        status = "ok" if self.ok else "MISMATCH"
+        skipped = f"; skipped {', '.join(self.skipped)}" if self.skipped else ""
+        return (
+            f"{self.operation}: {status}: {self.cases} cases x {len(self.forms)} forms "
+            f"({', '.join(self.forms)}) in {self.seconds:.1f}s, seed {self.seed}; "
+            f"{self.errors_agreed} cases failed identically in every form{skipped}"
+        )
+
+
+def _run_one(op: Operation, client: redis.Redis, form: str, case: Case) -> tuple[Outcome, Any]:
+    setup(client, case)
+    try:
+        outcome: Outcome = ("ok", op.run(client, form, keys=case.keys_dict, args=case.args_dict))
+    except LuapipeError as exc:
+        outcome = ("error", error_code(exc))
+    return outcome, dump(client, case.namespace)
+
+
+def _compare(
+    op: Operation, client: redis.Redis, forms: tuple[str, ...], case: Case
+) -> tuple[Mismatch | None, Outcome]:
+    ref_form, (ref, ref_dump) = forms[0], _run_one(op, client, forms[0], case)
+    for form in forms[1:]:
+        out, ks = _run_one(op, client, form, case)
+        if out != ref or ks != ref_dump:
+            return Mismatch(case, ref_form, form, ref, out, ref_dump, ks), ref
+    return None, ref
+
+
+def _first_difference(
+    op: Operation, client: redis.Redis, forms: tuple[str, ...], case: Case
+) -> Mismatch | None:
+    return _compare(op, client, forms, case)[0]
+
+
+def _shrink(op: Operation, client: redis.Redis, forms: tuple[str, ...], m: Mismatch) -> Mismatch:
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(m.case.state)):
+            smaller = m.case.without(i)
+            found = _first_difference(op, client, forms, smaller)
+            if found is not None:
+                m, changed = found, True
+                break
+    return m
+
+
+def _is_fake(client: redis.Redis) -> bool:
+    return type(client).__module__.startswith("fakeredis")
+
+
+def verify(
+    op: Operation,
+    client: redis.Redis,
+    cases: int = 200,
+    seed: int = 1,
+    forms: tuple[str, ...] | None = None,
+    namespace: str | None = None,
+) -> VerifyReport:
+    """Run ``cases`` random cases through every form; never raises on a mismatch."""
+    use = tuple(forms or op.forms)
+    skipped: tuple[str, ...] = ()
+    if _is_fake(client) and op.read_only and "script" in use:
+        # fakeredis rejects the '#!lua flags=no-writes' line a read-only script needs
+        use, skipped = tuple(f for f in use if f != "script"), ("script (fakeredis: no #!lua)",)
+    ns = namespace if namespace is not None else f"luapipe:verify:{op.name}:{seed}:"
+    rng = random.Random(seed)
+    start = time.monotonic()
+    errors = 0
+    done = 0
+    mismatch = None
+    try:
+        for i in range(cases):
+            case = sample_case(op, rng, ns, seed=seed, index=i)
+            found, ref = _compare(op, client, use, case)
+            done += 1
+            if found is not None:
+                mismatch = _shrink(op, client, use, found)
+                break
+            errors += ref[0] == "error"
+    finally:
+        keys = list(client.scan_iter(match=_glob(ns) + "*", count=1000))
+        if keys:
+            client.delete(*keys)
+    return VerifyReport(
+        op.name, use, done, time.monotonic() - start, seed, errors, mismatch, skipped
+    )
+
+
+def outcome_of(
+    op: Operation, client: redis.Redis, form: str, keys: Mapping[str, Any], args: Mapping[str, Any]
+) -> Outcome:
+    try:
+        return ("ok", op.run(client, form, keys=keys, args=args))
+    except LuapipeError as exc:
+        return ("error", error_code(exc))
