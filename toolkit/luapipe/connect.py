@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 import redis
+import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -26,8 +27,14 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("REDIS_URL") or DEFAULT_URL
 
 
-def client_from_url(url: str, *, timeout: float = 5.0, **kwargs: Any) -> redis.Redis:
-    """A checked client for ``url`` (redis://, rediss://, unix://)."""
+def client_from_url(
+    url: str, *, timeout: float = 5.0, cluster: bool | None = None, **kwargs: Any
+) -> redis.Redis:
+    """A checked client for ``url`` (redis://, rediss://, unix://).
+
+    ``cluster=None`` asks the server (``INFO cluster``) and returns a
+    ``redis.cluster.RedisCluster`` for a cluster node; True/False force the choice.
+    """
     try:
         client = redis.Redis.from_url(
             url,
@@ -40,7 +47,17 @@ def client_from_url(url: str, *, timeout: float = 5.0, **kwargs: Any) -> redis.R
         raise ConnectionFailed(f"invalid Redis URL {mask_url(url)}: {exc}") from None
     try:
         client.ping()
+        if cluster is None:
+            cluster = str(client.info("cluster").get("cluster_enabled", 0)) == "1"
     except redis.RedisError as exc:
         client.close()
         raise translate(exc, where=mask_url(url), sent=False) from None
-    return client
+    if not cluster:
+        return client
+    client.close()
+    try:
+        return redis.cluster.RedisCluster.from_url(  # type: ignore[return-value]
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs
+        )
+    except (redis.RedisError, OSError) as exc:
+        raise translate(exc, where=mask_url(url), sent=False) from None

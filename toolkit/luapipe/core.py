@@ -42,6 +42,7 @@ from luapipe.transport import Command, ReplyError
 
 __all__ = [
     "KnownScripts",
+    "Redirect",
     "Plan",
     "ScriptCall",
     "parse_lua_error",
@@ -79,6 +80,10 @@ class ScriptCall:
 
     def eval(self) -> Command:
         return Command(("EVAL", self.script.source, len(self.keys), *self.keys, *self.args))
+
+
+class Redirect(Exception):
+    """A MOVED/ASK/TRYAGAIN/CLUSTERDOWN reply: the request did not run; route it again."""
 
 
 def load_command(script: LuaScript) -> Command:
@@ -220,6 +225,9 @@ class Plan:
                 continue
             assert slot is not None
             entry = self.entries[slot]
+            if isinstance(reply, ReplyError) and reply.is_redirect:
+                self.results[slot] = Redirect(reply.text)
+                continue
             if isinstance(entry, ScriptCall):
                 if isinstance(reply, ReplyError) and reply.is_noscript:
                     self.known.discard(self.node, entry.script.sha)
@@ -244,6 +252,10 @@ class Plan:
     def _feed_transaction(self, replies: Sequence[Any]) -> None:
         queued = replies[1:-1]
         exec_reply = replies[-1]
+        moved = [q for q in queued if isinstance(q, ReplyError) and q.is_redirect]
+        if moved:  # refused at queue time, EXECABORT: nothing ran; route it again
+            self.results = [Redirect(moved[0].text)] * len(self.entries)
+            return
         if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
             errors = [q for q in queued if isinstance(q, ReplyError)]
             detail = f" ({errors[0].text})" if errors else ""

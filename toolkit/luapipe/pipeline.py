@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.commands.core import CoreCommands
 
-from luapipe import transport
-from luapipe.core import Entry, ScriptCall
-from luapipe.errors import LuapipeError
+from luapipe import cluster, transport
+from luapipe.core import Entry, Redirect, ScriptCall
+from luapipe.errors import ConnectionFailed, CrossSlotError, LuapipeError, ServerError
+from luapipe.registry import CLUSTER_HINT, REDIRECT_ATTEMPTS, refresh_later
 from luapipe.script import Value
 
 if TYPE_CHECKING:
@@ -71,34 +72,81 @@ class ScriptPipeline(CoreCommands):
         self._entries = []
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
-        """Send everything queued; results in queue order (errors raised or in their slots)."""
+        """Send everything queued; results in queue order (errors raised or in their slots).
+
+        On a cluster, entries are grouped by the node owning their slot: one round trip per
+        node in steady state; entries answered with a redirect (they did not run) are routed
+        again after the slot map is refreshed.
+        """
         entries, self._entries = self._entries, []
+        self.last_round_trips = self.last_reloads = 0
         if not entries:
             return []
-        with transport.session(self.client) as s:
-            plan = self.registry.plan(entries, s.address, transaction=self.transaction)
-            batch = plan.start()
-            while batch:
-                batch = plan.feed(s.execute(batch))
-            self.last_round_trips = s.round_trips
-            self.last_reloads = plan.reloads
-        results = plan.results
-        if self.transaction:
-            results = [self._callback(e, r) for e, r in zip(entries, results, strict=True)]
+        if cluster.is_cluster(self.client):
+            results = self._execute_cluster(entries)
+        else:
+            results = self._execute_node(self.client, entries)
+            results = [
+                ServerError(f"{r}: this server is a cluster node; {CLUSTER_HINT}")
+                if isinstance(r, Redirect)
+                else r
+                for r in results
+            ]
         if raise_on_error:
             for r in results:
                 if isinstance(r, LuapipeError):
                     raise r
         return results
 
-    def _callback(self, entry: Entry, reply: Any) -> Any:
-        if not isinstance(entry, transport.Command) or isinstance(reply, LuapipeError):
-            return reply
-        callback = self.client.response_callbacks.get(entry.name)  # type: ignore[no-untyped-call]
-        if callback is None:
-            return reply
-        options = {k: v for k, v in entry.options.items() if k != "keys"}
-        return callback(reply, **options)
+    def _execute_node(self, client: redis.Redis, entries: list[Entry]) -> list[Any]:
+        with transport.session(client) as s:
+            plan = self.registry.plan(entries, s.address, transaction=self.transaction)
+            batch = plan.start()
+            while batch:
+                batch = plan.feed(s.execute(batch))
+            self.last_round_trips += s.round_trips
+            self.last_reloads += plan.reloads
+        results = plan.results
+        if self.transaction:
+            results = [_callback(client, e, r) for e, r in zip(entries, results, strict=True)]
+        return results
+
+    def _slot(self, entry: Entry) -> int | None:
+        if isinstance(entry, ScriptCall):
+            return cluster.slot_of(self.client, entry.keys)
+        return cluster.command_slot(self.client, entry.args)
+
+    def _execute_cluster(self, entries: list[Entry]) -> list[Any]:
+        slots = [self._slot(e) for e in entries]  # CrossSlotError before anything is sent
+        if self.transaction:
+            distinct = sorted({s for s in slots if s is not None})
+            if len(distinct) > 1:
+                raise CrossSlotError(
+                    f"transaction=True needs every key in one slot, got slots {distinct}; "
+                    "use a common hash tag such as {user:42}"
+                )
+            slots = [distinct[0] if distinct else None] * len(entries)
+        results: list[Any] = [None] * len(entries)
+        pending = list(range(len(entries)))
+        for attempt in range(REDIRECT_ATTEMPTS):
+            groups: dict[str, tuple[redis.Redis, list[int]]] = {}
+            for i in pending:
+                name, node = cluster.node_client(self.client, slots[i])
+                groups.setdefault(name, (node, []))[1].append(i)
+            for node, idxs in groups.values():
+                try:
+                    part = self._execute_node(node, [entries[i] for i in idxs])
+                except ConnectionFailed as exc:  # nothing was sent to that node
+                    part = [Redirect(str(exc))] * len(idxs)
+                for i, r in zip(idxs, part, strict=True):
+                    results[i] = r
+            pending = [i for i in pending if isinstance(results[i], Redirect)]
+            if not pending:
+                return results
+            refresh_later(self.client, attempt)
+        for i in pending:
+            results[i] = ServerError(f"no node would take this command: {results[i]}")
+        return results
 
     def __enter__(self) -> ScriptPipeline:
         return self
@@ -110,3 +158,14 @@ class ScriptPipeline(CoreCommands):
         tb: TracebackType | None,
     ) -> None:
         self.clear()
+
+
+def _callback(client: redis.Redis, entry: Entry, reply: Any) -> Any:
+    """redis-py's response callback for a command's reply inside EXEC's array."""
+    if not isinstance(entry, transport.Command) or isinstance(reply, LuapipeError):
+        return reply
+    callback = client.response_callbacks.get(entry.name)  # type: ignore[no-untyped-call]
+    if callback is None:
+        return reply
+    options = {k: v for k, v in entry.options.items() if k != "keys"}
+    return callback(reply, **options)

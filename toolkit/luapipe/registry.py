@@ -17,7 +17,9 @@ a dropped connection (see :mod:`luapipe.transport`).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 import redis
 import redis.asyncio
 
-from luapipe import transport
+from luapipe import cluster, transport
 from luapipe.core import (
     MAX_ROUNDS,
     KnownScripts,
@@ -37,7 +39,13 @@ from luapipe.core import (
     script_error,
     script_result,
 )
-from luapipe.errors import DuplicateScriptError, LuapipeError, ServerError, UnknownScriptError
+from luapipe.errors import (
+    ConnectionFailed,
+    DuplicateScriptError,
+    LuapipeError,
+    ServerError,
+    UnknownScriptError,
+)
 from luapipe.lint import compile_check
 from luapipe.loader import discover
 from luapipe.script import LuaScript, Value
@@ -46,6 +54,9 @@ if TYPE_CHECKING:
     from luapipe.pipeline import ScriptPipeline
 
 __all__ = ["NodeStatus", "ScriptRegistry", "ScriptState", "bundled_scripts_dir"]
+
+REDIRECT_ATTEMPTS = 8  # MOVED / failover retries for one call (each proven not to have run)
+CLUSTER_HINT = "use a cluster client (redis.cluster.RedisCluster; the CLI detects clusters)"
 
 
 @dataclass(frozen=True)
@@ -121,36 +132,44 @@ class ScriptRegistry:
 
     # -- the server -----------------------------------------------------------------------
     def load(self, client: redis.Redis) -> dict[str, str]:
-        """SCRIPT LOAD every script in one round trip; returns {name: sha}."""
+        """SCRIPT LOAD every script on every node (one round trip each); {name: sha}."""
         scripts = list(self)
-        with transport.session(client) as s:
-            replies = s.execute([("SCRIPT", "LOAD", sc.source) for sc in scripts])
-            for sc, reply in zip(scripts, replies, strict=True):
-                err = check_loaded(sc, reply)
-                if err is not None:
-                    raise err
-                self.known.add(s.address, sc.sha)
+        for _, node in cluster.all_nodes(client):
+            with transport.session(node) as s:
+                replies = s.execute([load_command(sc) for sc in scripts])
+                for sc, reply in zip(scripts, replies, strict=True):
+                    err = check_loaded(sc, reply)
+                    if err is not None:
+                        raise err
+                    self.known.add(s.address, sc.sha)
         return {sc.name: sc.sha for sc in scripts}
 
     def status(self, client: redis.Redis) -> list[NodeStatus]:
-        """SCRIPT EXISTS for every script, per node."""
+        """SCRIPT EXISTS for every script, per node (primaries first, then replicas)."""
         scripts = list(self)
-        with transport.session(client) as s:
-            if not scripts:
-                return [NodeStatus(s.address, ())]
-            (reply,) = s.execute([("SCRIPT", "EXISTS", *[sc.sha for sc in scripts])])
-            flags = transport.raise_for(reply)
-            states = tuple(
-                ScriptState(sc.name, sc.sha, bool(f)) for sc, f in zip(scripts, flags, strict=True)
-            )
-            return [NodeStatus(s.address, states)]
+        out: list[NodeStatus] = []
+        for _, node in cluster.all_nodes(client):
+            with transport.session(node) as s:
+                states: tuple[ScriptState, ...] = ()
+                if scripts:
+                    (reply,) = s.execute([("SCRIPT", "EXISTS", *[sc.sha for sc in scripts])])
+                    flags = transport.raise_for(reply)
+                    states = tuple(
+                        ScriptState(sc.name, sc.sha, bool(f))
+                        for sc, f in zip(scripts, flags, strict=True)
+                    )
+                out.append(NodeStatus(s.address, states))
+        return out
 
     def flush(self, client: redis.Redis) -> list[str]:
-        """SCRIPT FLUSH (every script of every application on that server); returns nodes."""
-        with transport.session(client) as s:
-            transport.raise_for(s.execute([("SCRIPT", "FLUSH")])[0])
-            self.known.forget(s.address)
-            return [s.address]
+        """SCRIPT FLUSH on every node (every application's scripts); returns the nodes."""
+        flushed = []
+        for _, node in cluster.all_nodes(client):
+            with transport.session(node) as s:
+                transport.raise_for(s.execute([("SCRIPT", "FLUSH")])[0])
+                self.known.forget(s.address)
+                flushed.append(s.address)
+        return flushed
 
     def call(
         self,
@@ -162,6 +181,8 @@ class ScriptRegistry:
         """Run one script: one round trip in steady state; NOSCRIPT -> load, retry once.
 
         With a ``redis.asyncio`` client this returns a coroutine (``await reg.call(...)``).
+        On a cluster the call goes to the primary owning its keys' slot; a redirect (slot
+        moved, failover) refreshes the slot map and retries there: it had not run.
         """
         if is_async_client(client):
             from luapipe.aio import call_async
@@ -169,7 +190,24 @@ class ScriptRegistry:
             return call_async(self, client, name, keys, args)
         script = self[name]
         script.check_call(keys, args)
-        call = ScriptCall(script, tuple(keys), tuple(args))
+        if not cluster.is_cluster(client):
+            try:
+                return self._call_node(client, script, keys, args)
+            except cluster.Redirect as exc:
+                raise ServerError(f"{exc}: this server is a cluster node; {CLUSTER_HINT}") from None
+        slot = cluster.slot_of(client, keys)
+        last: Exception | None = None
+        for attempt in range(REDIRECT_ATTEMPTS):
+            try:
+                return self._call_node(cluster.node_client(client, slot)[1], script, keys, args)
+            except (cluster.Redirect, ConnectionFailed) as exc:  # it did not run: safe to retry
+                last = exc
+                refresh_later(client, attempt)
+        raise ServerError(f"no node would take script {name!r} (slot {slot}): {last}")
+
+    def _call_node(
+        self, client: redis.Redis, script: LuaScript, keys: Sequence[Value], args: Sequence[Value]
+    ) -> Any:
         with transport.session(client) as s:
             node = s.address
             if self.known.has(node, script.sha):
@@ -177,20 +215,25 @@ class ScriptRegistry:
                 reply = s.send_one((verb, script.sha, len(keys), *keys, *args))
                 if reply.__class__ is not transport.ReplyError:
                     return reply
+                if reply.is_redirect:
+                    raise cluster.Redirect(reply.text)
                 if not reply.is_noscript:
                     raise script_error(script, reply.text)
                 self.known.discard(node, script.sha)
+            call = ScriptCall(script, tuple(keys), tuple(args))
             for _ in range(MAX_ROUNDS):  # NOSCRIPT means it did not run: re-sending is safe
                 load_reply, reply = s.execute([load_command(script), call.evalsha()])
                 err = check_loaded(script, load_reply)
                 if err is not None:
                     raise err
+                if isinstance(reply, transport.ReplyError) and reply.is_redirect:
+                    raise cluster.Redirect(reply.text)
                 if not (isinstance(reply, transport.ReplyError) and reply.is_noscript):
                     self.known.add(node, script.sha)
                     return _raise_or_return(script_result(script, reply))
             raise ServerError(
                 f"NOSCRIPT persisted after {MAX_ROUNDS} loads on {node} (is another client "
-                f"flushing the script cache?); script {name!r} did not run"
+                f"flushing the script cache?); script {script.name!r} did not run"
             )
 
     def pipeline(self, client: redis.Redis, *, transaction: bool = False) -> ScriptPipeline:
@@ -201,7 +244,9 @@ class ScriptRegistry:
         if is_async_client(client):
             from luapipe.aio import AsyncScriptPipeline
 
-            return cast("ScriptPipeline", AsyncScriptPipeline(self, client, transaction=transaction))
+            return cast(
+                "ScriptPipeline", AsyncScriptPipeline(self, client, transaction=transaction)
+            )
         from luapipe.pipeline import ScriptPipeline
 
         return ScriptPipeline(self, client, transaction=transaction)
@@ -213,6 +258,13 @@ class ScriptRegistry:
 def is_async_client(client: object) -> bool:
     """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too)."""
     return isinstance(client, redis.asyncio.Redis | redis.asyncio.RedisCluster)
+
+
+def refresh_later(client: Any, attempt: int) -> None:
+    """Back off (a failover takes a moment) and re-read the slot map."""
+    time.sleep(min(0.05 * 2**attempt, 1.0))
+    with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
+        cluster.refresh(client)  # the next attempt refreshes again
 
 
 def _raise_or_return(result: Any) -> Any:

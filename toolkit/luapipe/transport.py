@@ -68,8 +68,9 @@ class ReplyError:
         return self.text.startswith(NOSCRIPT_TEXT)
 
     @property
-    def is_moved(self) -> bool:
-        return self.text.startswith(("MOVED ", "ASK "))
+    def is_redirect(self) -> bool:
+        """MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not run; route it again."""
+        return self.text.startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
 
     def __str__(self) -> str:
         return self.text

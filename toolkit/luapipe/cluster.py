@@ -1,0 +1,99 @@
+"""Redis Cluster routing for the registry: which nodes exist, which node owns a call.
+
+A plain ``redis.Redis`` is a one-node "cluster"; a ``redis.cluster.RedisCluster`` has every
+primary and replica. Script caches are per node and not replicated, so deploy reaches all of
+them; calls go to the primary that owns the slot of their keys. Keys of one call in
+different slots are refused before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+import redis.cluster
+from redis.exceptions import RedisClusterException
+
+from luapipe.core import Redirect
+from luapipe.errors import CallArgumentError, CrossSlotError
+
+__all__ = [
+    "Redirect",
+    "all_nodes",
+    "command_slot",
+    "is_cluster",
+    "node_client",
+    "refresh",
+    "slot_of",
+]
+
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, redis.cluster.RedisCluster)
+
+
+def all_nodes(client: Any) -> list[tuple[str, redis.Redis]]:
+    """(name, client) for every node that may serve a script: primaries and replicas."""
+    if not is_cluster(client):
+        return [("", client)]
+    nodes = sorted(client.get_nodes(), key=lambda n: (n.server_type != "primary", n.name))
+    return [(n.name, client.get_redis_connection(n)) for n in nodes]
+
+
+def _hint(keys: Sequence[Any], slots: dict[int, list[Any]]) -> str:
+    shown = "; ".join(f"slot {s}: {', '.join(map(_text, ks))}" for s, ks in sorted(slots.items()))
+    return (
+        f"keys of one call must share a cluster slot ({shown}); give them a common hash tag, "
+        f"e.g. {{order:42}}:stock and {{order:42}}:log"
+    )
+
+
+def _text(key: Any) -> str:
+    return key.decode(errors="backslashreplace") if isinstance(key, bytes) else str(key)
+
+
+def slot_of(client: Any, keys: Sequence[Any]) -> int | None:
+    """The one slot of ``keys`` (None without keys); :class:`CrossSlotError` otherwise."""
+    if not keys:
+        return None
+    slots: dict[int, list[Any]] = {}
+    for k in keys:
+        slots.setdefault(int(client.keyslot(k)), []).append(k)
+    if len(slots) > 1:
+        raise CrossSlotError(_hint(keys, slots))
+    (slot,) = slots
+    return slot
+
+
+def command_slot(client: Any, args: Sequence[Any]) -> int | None:
+    """Slot of a plain command queued in a cluster pipeline (None: any node will do)."""
+    try:
+        return int(client.determine_slot(*args))
+    except RedisClusterException as exc:
+        text = str(exc)
+        if "same slot" in text or "CROSSSLOT" in text:
+            raise CrossSlotError(f"{args[0]}: {text.splitlines()[0]}") from None
+        if "Missing key" in text:
+            return None
+        raise CallArgumentError(
+            f"cannot route {args[0]} in a cluster: {text.splitlines()[0]}"
+        ) from None
+
+
+def node_client(client: Any, slot: int | None) -> tuple[str, redis.Redis]:
+    """The primary that owns ``slot`` (the default node when None)."""
+    if not is_cluster(client):
+        return "", client
+    node = (
+        client.get_default_node()
+        if slot is None
+        else client.nodes_manager.get_node_from_slot(slot, read_from_replicas=False)
+    )
+    return node.name, client.get_redis_connection(node)
+
+
+def refresh(client: Any) -> None:
+    """Re-read the slot map after a redirect or a failover."""
+    if is_cluster(client):
+        client.nodes_manager.initialize()
