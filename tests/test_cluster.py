@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -134,12 +135,11 @@ def test_transaction_needs_one_slot(rc: redis.cluster.RedisCluster, reg: ScriptR
 
 
 def test_cli_detects_the_cluster(
-    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, tmp_path
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     lock = tmp_path / "lock.json"
-    res = CliRunner().invoke(
-        main, ["deploy", "--dir", str(SCRIPTS_DIR), "--url", cluster.url, "--lock", str(lock)]
-    )
+    base = ["deploy", "--dir", str(SCRIPTS_DIR), "--url", cluster.url, "--lock", str(lock)]
+    res = CliRunner().invoke(main, base)
     assert res.exit_code == 0, res.output
     assert res.output.strip().splitlines()[-1].count("127.0.0.1:") == 6
     replica = next(n for n in rc.get_nodes() if n.server_type == "replica")

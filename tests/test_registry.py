@@ -115,7 +115,7 @@ def test_error_reply_from_server_is_luapipe_error(client: redis.Redis) -> None:
         [LuaScript.from_source("wrongtype", "-- @key k\nreturn redis.call('INCR', KEYS[1])\n")]
     )
     client.rpush("lst", "x")
-    with pytest.raises(ServerError, match="WRONGTYPE|wrong kind"):
+    with pytest.raises(ServerError, match=r"WRONGTYPE|wrong kind"):
         reg.call(client, "wrongtype", keys=["lst"])
 
 
