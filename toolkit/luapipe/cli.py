@@ -247,6 +247,17 @@ def scripts_flush(url: str | None, yes: bool) -> None:
     click.echo(f"flushed the script cache on {', '.join(nodes)}")
 
 
+@scripts.command("kill")
+@url_option
+@handle_errors
+def scripts_kill(url: str | None) -> None:
+    """SCRIPT KILL a runaway read-only script (a script that wrote is UNKILLABLE)."""
+    killed = ScriptRegistry([]).kill(_client(url))
+    click.echo(
+        f"killed the running script on {', '.join(killed)}" if killed else "no script running"
+    )
+
+
 @main.command("deploy")
 @dir_option
 @url_option
@@ -302,4 +313,174 @@ def deploy_cmd(
 
 # === generation commands (generate, verify) ===
 
+
 # === bench commands (bench, report) ===
+def _floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"{what} must be comma-separated numbers, not {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise click.BadParameter(f"{what} must be one or more numbers >= 0")
+    return values
+
+
+def _progress_line(p: Any) -> None:
+    width = 24
+    filled = int(width * p.done / max(p.total, 1))
+    bar = "#" * filled + "." * (width - filled)
+    click.echo(f"\r[{bar}] {p.done}/{p.total} {p.label[:60]:<60}", nl=False, err=True)
+    if p.done >= p.total:
+        click.echo("", err=True)
+
+
+def _bench_server(url: str | None) -> Any:
+    """The server to benchmark: ``--url``/REDIS_URL, else a private embedded redis-server."""
+    import contextlib
+    import os
+
+    from luapipe.bench.server import EmbeddedRedis
+
+    url = url or os.environ.get("REDIS_URL")
+    if url:
+        return contextlib.nullcontext(url)
+
+    @contextlib.contextmanager
+    def embedded() -> Any:
+        with EmbeddedRedis() as server:
+            click.echo(
+                f"started a private redis-server on {server.address} (pid {server.pid})", err=True
+            )
+            yield server.url
+
+    return embedded()
+
+
+def _finish(
+    result: Any, json_path: str | None, csv_path: str | None, html_path: str | None
+) -> None:
+    from luapipe.recommend import recommend
+    from luapipe.report import render_table, write_csv, write_html, write_json
+
+    data = result.as_dict() if hasattr(result, "as_dict") else result
+    data["recommendations"] = [r.as_dict() for r in recommend(data["records"])]
+    click.echo(render_table(data))
+    for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):
+        if path:
+            from pathlib import Path
+
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            writer(data, path)
+            click.echo(f"wrote {path}", err=True)
+
+
+@main.command()
+@click.argument("specs", nargs=-1)
+@click.option("--url", help="Redis to benchmark (default: REDIS_URL, else a private server)")
+@click.option("--rtt", default="0", show_default=True, help="simulated RTTs in ms, comma-separated")
+@click.option("--clients", default="1", show_default=True, help="clients, comma-separated")
+@click.option("--duration", type=float, default=2.0, show_default=True, help="timed s per form")
+@click.option("--warmup", type=float, default=0.3, show_default=True, help="discarded s per form")
+@click.option("--rounds", type=int, default=4, show_default=True, help="ABAB rounds per form")
+@click.option("--contention", default="spread", show_default=True, help="hot | spread | zipf:S")
+@click.option("--batch", type=int, default=1, show_default=True, help="ops per call (ping)")
+@click.option("--rate", type=float, help="open loop: total calls per second")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
+@click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results JSON")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+@handle_errors
+def bench(
+    specs: tuple[str, ...],
+    url: str | None,
+    rtt: str,
+    clients: str,
+    duration: float,
+    warmup: float,
+    rounds: int,
+    contention: str,
+    batch: int,
+    rate: float | None,
+    seed: int,
+    no_bystander: bool,
+    anchors: bool,
+    json_path: str | None,
+    csv_path: str | None,
+    html_path: str | None,
+) -> None:
+    """Benchmark every form of SPEC|NAME... (default: update_token) across RTT and clients."""
+    from luapipe.bench.opworkload import resolve_workloads
+    from luapipe.bench.runner import BenchConfig, run_bench
+
+    rtts = _floats(rtt, "--rtt")
+    counts = tuple(int(c) for c in _floats(clients, "--clients"))
+    if any(c < 1 for c in counts) or duration <= 0 or rounds < 1 or batch < 1:
+        raise click.BadParameter("clients, duration, rounds and batch must be positive")
+    with _bench_server(url) as target:
+        if anchors:
+            from luapipe.bench.anchors import run_anchors
+
+            rep = run_anchors(target, progress=_progress_line)
+            click.echo("\n".join(rep.lines()))
+            _finish(rep.bench, json_path, csv_path, html_path)
+            return
+        workloads = resolve_workloads(
+            list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
+        )
+        config = BenchConfig(
+            rtts_ms=rtts,
+            clients=counts,
+            duration_s=duration,
+            warmup_s=warmup,
+            rounds=rounds,
+            rate=rate,
+            bystander=not no_bystander,
+            seed=seed,
+        )
+        result = run_bench(target, workloads, config, progress=_progress_line)
+        _finish(result, json_path, csv_path, html_path)
+
+
+@main.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV")
+@handle_errors
+def report(results: str, html_path: str | None, csv_path: str | None) -> None:
+    """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
+    from luapipe.report import load_results
+
+    data = load_results(results)
+    _finish(data, None, csv_path, html_path)
+
+
+@main.command()
+@click.option("--url", help="Redis to use (default: a private redis-server)")
+@click.option("--out", default="demo-out", show_default=True, type=click.Path(file_okay=False))
+@click.option("--duration", type=float, default=0.8, show_default=True, help="timed s per form")
+@handle_errors
+def demo(url: str | None, out: str, duration: float) -> None:
+    """A one-minute tour: a few catalogue operations at RTT 0, 0.25 and 1 ms, with a report."""
+    from pathlib import Path
+
+    from luapipe.bench.opworkload import catalogue_dir, resolve_workloads
+    from luapipe.bench.runner import BenchConfig, run_bench
+
+    names = ["update_token"] + [
+        n for n in ("reserve_stock", "rate_limit") if (catalogue_dir() / f"{n}.toml").exists()
+    ]
+    workloads = resolve_workloads(names)
+    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.15, rounds=2)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with _bench_server(url) as target:
+        click.echo(f"benchmarking {', '.join(names)} at RTT 0, 0.25 and 1 ms", err=True)
+        result = run_bench(target, workloads, config, progress=_progress_line)
+        _finish(
+            result,
+            str(Path(out) / "results.json"),
+            str(Path(out) / "results.csv"),
+            str(Path(out) / "report.html"),
+        )
+    click.echo(f"open {Path(out) / 'report.html'} in a browser")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,8 @@ class SliceCost:
     bystander: LatencyHistogram | None
     invariant_ok: bool
     invariant_detail: str
+    wire_ms: float = 0.0  # one round trip on the path, without client CPU (probe)
+    added_rtt_ms: float = 0.0  # what the path adds to a direct round trip (probe)
 
     @classmethod
     def of(
@@ -60,6 +63,8 @@ class SliceCost:
         by_hist: LatencyHistogram | None,
         ok: bool,
         detail: str,
+        wire_ms: float = 0.0,
+        added_rtt_ms: float = 0.0,
     ) -> SliceCost:
         calls = usec = 0
         for name, (c1, u1) in after.items():
@@ -73,7 +78,7 @@ class SliceCost:
                 dc -= share
             calls += dc
             usec += du
-        return cls(calls, usec, by_hist, ok, detail)
+        return cls(calls, usec, by_hist, ok, detail, wire_ms, added_rtt_ms)
 
 
 @dataclass
@@ -94,6 +99,8 @@ class FormTotals:
     server_usec: int = 0
     invariant_ok: bool = True
     details: list[str] = field(default_factory=list)
+    wires: list[float] = field(default_factory=list)
+    added: list[float] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)
 
     def add(self, results: list[WorkerResult | str], cost: SliceCost) -> None:
@@ -114,6 +121,8 @@ class FormTotals:
             times.append(r.elapsed_s)
             self.samples.extend(s for s in r.error_samples if len(self.samples) < 5)
         self.seconds += sum(times) / len(times) if times else 0.0
+        self.wires.append(cost.wire_ms)
+        self.added.append(cost.added_rtt_ms)
         self.server_calls += cost.calls
         self.server_usec += cost.usec
         if cost.bystander is not None:
@@ -141,10 +150,11 @@ def build_record(
     rtt_measured: float,
     clients: int,
     rate: float | None,
-    wire_ms: float,
 ) -> Record:
     b = max(1, w.batch)
     ops = t.calls * b
+    wire_ms = statistics.median(t.wires) if t.wires else 0.0
+    under_load = statistics.median(t.added) if t.added and rtt > 0 else 0.0
     attempts = t.calls + t.errors
     summary = t.hist.summary()
     lat = summary.as_dict()
@@ -159,7 +169,7 @@ def build_record(
         operation=w.name,
         form=form,
         rtt_ms_nominal=rtt,
-        rtt_ms_measured=rtt_measured,
+        rtt_ms_measured=round(rtt_measured, 4),
         clients=clients,
         ops=ops,
         ops_per_sec=_div(ops, t.seconds),
@@ -185,6 +195,7 @@ def build_record(
         bystander_p99_ms=by.p99,
         bystander_samples=by.count,
         wire_ms=wire_ms,
+        rtt_ms_under_load=round(under_load, 4),
         model_latency_ms=model,
         model_error_pct=err if clients == 1 and rate is None else None,
         atomic=form in ATOMIC_FORMS,

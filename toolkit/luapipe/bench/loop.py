@@ -154,21 +154,24 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
 
 def _bystander_main(url: str, interval_s: float, stop: Any, out: Connection) -> None:
     hist = LatencyHistogram()
+    cpu = 0.0
     try:
         client = redis.Redis.from_url(url, socket_timeout=30)
+        client.get("bystander:0")  # connect before timing
         client.mset({f"bystander:{k}": "x" * 16 for k in range(100)})
         i = 0
         nxt = time.perf_counter()
         while not stop.is_set():
-            t = time.perf_counter()
+            c, t = time.thread_time(), time.perf_counter()
             client.get(f"bystander:{i % 100}")
             hist.record_seconds(time.perf_counter() - t)
+            cpu += time.thread_time() - c
             i += 1
             nxt += interval_s
             wait_until(max(nxt, time.perf_counter()))
     except (redis.RedisError, OSError):
         pass
-    out.send((hist.encode(), hist.count))
+    out.send((hist.encode(), hist.count, cpu))
     out.close()
 
 
@@ -185,15 +188,16 @@ class Bystander:
         self._proc.start()
         send.close()
 
-    def finish(self) -> tuple[LatencyHistogram, int]:
-        """Stop the probe (this process's own child) and return its histogram and GET count."""
+    def finish(self) -> tuple[LatencyHistogram, int, float]:
+        """Stop the probe (this process's own child): its histogram, GET count and the
+        client CPU seconds those GETs took."""
         self._stop.set()
         try:
-            data, count = self._recv.recv()
+            data, count, cpu = self._recv.recv()
         except EOFError:
-            data, count = b"", 0
+            data, count, cpu = b"", 0, 0.0
         self._proc.join(timeout=10)
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join()
-        return LatencyHistogram.decode(data), int(count)
+        return LatencyHistogram.decode(data), int(count), float(cpu)

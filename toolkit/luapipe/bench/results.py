@@ -47,6 +47,7 @@ class Record:
     invariant_detail: str = ""
     bystander_p99_ms: float | None = None
     bystander_samples: int = 0
+    rtt_ms_under_load: float = 0.0  # added RTT by raw PING beside each slice (noisier)
     wire_ms: float = 0.0  # one bare round trip on this path (calibration PING)
     model_latency_ms: float | None = None
     model_error_pct: float | None = None

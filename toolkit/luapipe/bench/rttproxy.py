@@ -307,28 +307,37 @@ class Calibration:
 
 
 def calibrate(proxy: RttProxy, server_host: str, server_port: int, rtt_ms: float) -> Calibration:
-    """Set the proxy to ``rtt_ms`` and measure it; the delay is corrected by PING until the
-    added RTT is within 3% of nominal (at most four rounds; the last measurement is kept)."""
+    """Set the proxy to ``rtt_ms`` and measure what it adds (PING through it minus direct,
+    each proxied measurement right after a direct one). The delay is corrected for the
+    proxy's own overhead, damped and clamped to [nominal - 0.25 ms, nominal] so one noisy
+    measurement cannot swing it; the best of up to five rounds is kept."""
     samples = int(min(300, max(15, 0.4 / max(rtt_ms / 1000.0, 1e-4))))
     direct, cpu = measure_ping(server_host, server_port, 300)
     proxy.set_delay(0.0)
     zero = measure_ping_rtt_us(proxy.host, proxy.port, 300)
     overhead = max(0.0, zero - direct)
-    setting, through = 0.0, zero
+    best = (0.0, 0.0, zero, direct)  # (|error|, setting, through, direct)
     if rtt_ms > 0:
-        setting = max(0.0, rtt_ms - overhead / 1000.0)
-        for _ in range(4):
+        low = max(0.0, rtt_ms - 0.25)
+        setting = min(rtt_ms, max(low, rtt_ms - overhead / 1000.0))
+        best = (float("inf"), setting, zero, direct)
+        for _ in range(5):
             proxy.set_delay(setting)
+            d = measure_ping_rtt_us(server_host, server_port, 100)
             through = measure_ping_rtt_us(proxy.host, proxy.port, samples)
-            error = rtt_ms - (through - direct) / 1000.0
-            if abs(error) <= 0.03 * rtt_ms:
+            error = rtt_ms - (through - d) / 1000.0
+            if abs(error) < best[0]:
+                best = (abs(error), setting, through, d)
+            if abs(error) <= 0.02 * rtt_ms:
                 break
-            setting = max(0.0, setting + error)
+            setting = min(rtt_ms, max(low, setting + 0.8 * error))
+        proxy.set_delay(best[1])
+    _, setting, through, direct_now = best
     return Calibration(
         rtt_ms_nominal=rtt_ms,
-        rtt_ms_measured=round((through - direct) / 1000.0, 4),
-        delay_ms_setting=round(proxy.rtt_ms, 4),
-        direct_ping_ms=round(direct / 1000.0, 4),
+        rtt_ms_measured=round((through - direct_now) / 1000.0, 4),
+        delay_ms_setting=round(setting, 4),
+        direct_ping_ms=round(direct_now / 1000.0, 4),
         proxied_ping_ms=round(through / 1000.0, 4),
         proxy_overhead_ms=round(overhead / 1000.0, 4),
         ping_cpu_ms=round(cpu / 1000.0, 4),

@@ -21,7 +21,7 @@ from luapipe.bench.loop import Bystander, ClientPlan, WorkerResult, run_client, 
 from luapipe.bench.manifest import build_manifest, refuse_fake
 from luapipe.bench.model import FormCost, crossovers
 from luapipe.bench.results import BenchResult, Record
-from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
+from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
 from luapipe.bench.workloads import Workload
 
 __all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
@@ -69,6 +69,7 @@ class _Run:
         refuse_fake(self.admin)
         self.progress = progress
         self.done = 0
+        self.guess_ms: dict[str, float] = {}
         forms = sum(len(w.forms) for w in self.workloads)
         self.total = len(config.rtts_ms) * len(config.clients) * forms * (config.rounds + 1)
 
@@ -93,6 +94,7 @@ class _Run:
         if timed and cfg.bystander:
             self.admin.mset({f"bystander:{k}": "x" * 16 for k in range(100)})
             by = Bystander(target, cfg.bystander_interval_s)
+        wire = self.probe(target) if timed else (0.0, 0.0)
         before = server_cost(self.admin)
         t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
         rate = cfg.rate / clients if cfg.rate else None
@@ -104,13 +106,31 @@ class _Run:
         else:
             results = run_clients(w, plans)
         after = server_cost(self.admin)
-        by_hist, by_count = by.finish() if by is not None else (None, 0)
+        by_hist, by_count, by_cpu = by.finish() if by is not None else (None, 0, 0.0)
+        if by_hist is not None and by_hist.count >= 20:
+            # in-band wire time: the bystander's GETs crossed the same path under the same load
+            wire = (max(0.0, by_hist.value_at_us(50) - by_cpu * 1e6 / by_count) / 1e3, wire[1])
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
         ok, detail = w.check_invariant(self.admin, calls * w.batch)
         window = time.perf_counter() - t0
         by_in_window = round(by_count * min(1.0, seconds / max(window + 0.05, 1e-9)))
-        cost = SliceCost.of(before, after, by_in_window, by_hist, ok, detail)
+        cost = SliceCost.of(before, after, by_in_window, by_hist, ok, detail, *wire)
         return results, cost
+
+    def probe(self, target: str) -> tuple[float, float]:
+        """Wire time of one round trip on ``target``'s path now, and what it adds to direct
+        (ms); measured beside each slice, under the same load, so the model tracks it."""
+        host, port = _hostport(target)
+        kw = self.admin.connection_pool.connection_kwargs
+        direct = (str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379)))
+        d_rtt, _ = measure_ping(*direct, 40)
+        if (host, port) == direct:
+            rtt_us, cpu_us = d_rtt, _
+        else:
+            guess = self.guess_ms.get(target, 1.0)
+            rtt_us, cpu_us = measure_ping(host, port, int(min(60, max(5, 60.0 / max(guess, 1.0)))))
+            self.guess_ms[target] = rtt_us / 1e3
+        return max(0.0, rtt_us - cpu_us) / 1e3, max(0.0, rtt_us - d_rtt) / 1e3
 
     def point(
         self, w: Workload, rtt: float, target: str, clients: int, cal: Calibration | None
@@ -135,21 +155,15 @@ class _Run:
         finally:
             if client is not None:
                 client.close()
-        wire = cal.wire_ms if cal is not None else _direct_wire_ms(self.admin)
-        return [
-            build_record(
-                w, f, totals[f], rtt, cal.rtt_ms_measured if cal else 0.0, clients, cfg.rate, wire
-            )
-            for f in w.forms
-        ]
+        measured = cal.rtt_ms_measured if cal is not None else 0.0
+        return [build_record(w, f, totals[f], rtt, measured, clients, cfg.rate) for f in w.forms]
 
 
-def _direct_wire_ms(admin: redis.Redis) -> float:
-    from luapipe.bench.rttproxy import measure_ping
+def _hostport(url: str) -> tuple[str, int]:
+    from urllib.parse import urlsplit
 
-    kw = admin.connection_pool.connection_kwargs
-    rtt, cpu = measure_ping(kw.get("host", "127.0.0.1"), int(kw.get("port", 6379)), 300)
-    return max(0.0, rtt - cpu) / 1e3
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 6379
 
 
 def run_bench(

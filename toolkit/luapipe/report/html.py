@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 from markupsafe import Markup
 
 from luapipe.report.charts import Series, line_chart
@@ -27,7 +27,7 @@ def _env() -> Environment:
 
 
 def _num(v: Any, digits: int = 3) -> str:
-    if v is None:
+    if v is None or isinstance(v, Undefined):
         return "-"
     x = float(v)
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"

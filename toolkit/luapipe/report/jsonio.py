@@ -32,7 +32,10 @@ Schema (``schema_version`` 1)::
         "latency_ms_per_op",         # batch > 1: per-call latency / batch
         "latency_distribution": [[percentile, ms], ...],
         "client_cpu_usec_per_op", "bystander_p99_ms", "bystander_samples",
-        "wire_ms", "model_latency_ms", "model_error_pct", "atomic"
+        "rtt_ms_under_load",         # added RTT by raw PING beside each slice, under load
+        "wire_ms",                   # one round trip without client CPU: the bystander's GET
+                                     # p50 minus its CPU (in-band), else a raw PING probe
+        "model_latency_ms", "model_error_pct", "atomic"
       }],
       "crossovers": [{"operation", "clients", "more_trips", "fewer_trips", "rtt_ms", "text"}],
       "recommendations": [{"operation", "rtt_ms", "clients", "form", "text", "reasons"}],

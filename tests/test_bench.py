@@ -1,0 +1,194 @@
+"""The runner: measured round trips/commands, errors counted not raised, invariants reported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+
+from luapipe.bench.counting import counters, counting_client
+from luapipe.bench.manifest import refuse_fake
+from luapipe.bench.model import FormCost, crossovers
+from luapipe.bench.runner import BenchConfig, retarget, run_bench
+from luapipe.bench.server import ServerProcess
+from luapipe.bench.stats import LatencyHistogram
+from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload
+from luapipe.errors import EnvironmentProblem
+from luapipe.report.jsonio import REQUIRED_RECORD_FIELDS
+
+QUICK = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=2, bystander=False)
+
+
+@pytest.fixture
+def url(redis_server: ServerProcess) -> str:
+    redis.Redis(host=redis_server.host, port=redis_server.port).flushall()
+    return redis_server.url
+
+
+def test_update_token_forms_measure_round_trips_and_commands(url: str) -> None:
+    result = run_bench(url, [UpdateTokenWorkload()], QUICK)
+    by_form = {r.form: r for r in result.records}
+    assert set(by_form) == {"naive", "pipelined", "transaction", "script", "function"}
+    expected = {  # (round trips, commands sent) per op
+        "naive": (5, 5),
+        "pipelined": (1, 5),
+        "transaction": (1, 7),
+        "script": (1, 1),
+        "function": (1, 1),
+    }
+    for form, (rt, cmds) in expected.items():
+        r = by_form[form]
+        assert r.round_trips_per_op == pytest.approx(rt, rel=0.01), form
+        assert r.commands_per_op == pytest.approx(cmds, rel=0.01), form
+        assert r.server_commands_per_op >= 5 - 0.01  # the script's inner calls count too
+        assert r.server_usec_per_op > 0
+        assert r.errors == 0 and r.invariant_ok, r.invariant_detail
+        assert r.ops > 0 and r.ops_per_sec > 0
+        assert r.model_latency_ms is not None
+    record = result.as_dict()["records"][0]
+    assert all(f in record for f in REQUIRED_RECORD_FIELDS)
+    assert set(record["latency_ms"]) >= {"p50", "p90", "p99", "p999", "max"}
+    assert result.manifest["redis"]["version"]
+    assert result.manifest["spec"]["workloads"][0]["name"] == "update_token"
+
+
+@dataclass(frozen=True)
+class WrongType:
+    """Every call hits a WRONGTYPE error on the server."""
+
+    name: str = "wrongtype"
+    forms: tuple[str, ...] = ("naive",)
+    batch: int = 1
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def reset(self, client: redis.Redis) -> None:
+        client.set("wrongtype:k", "a string")
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        pass
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        def call(i: int) -> int:
+            client.lpush("wrongtype:k", 1)
+            return 0
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        return True, "nothing to check"
+
+
+@dataclass(frozen=True)
+class Lossy(WrongType):
+    """Runs fine, but its invariant says updates were lost."""
+
+    name: str = "lossy"
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        return lambda i: int(bool(client.incr("lossy:n")) and 0)
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        return False, f"counter is {client.get('lossy:n')!r}, expected {ops_done}"
+
+
+@pytest.mark.parametrize("clients", [1, 2])
+def test_server_errors_become_error_counts(url: str, clients: int) -> None:
+    config = BenchConfig(clients=(clients,), duration_s=0.2, warmup_s=0.05, rounds=1)
+    (rec,) = run_bench(url, [WrongType()], config).records
+    assert rec.errors > 0 and rec.ops == 0
+    assert any("WRONGTYPE" in s for s in rec.error_samples)
+
+
+def test_invariant_failures_are_reported(url: str) -> None:
+    (rec,) = run_bench(url, [Lossy()], QUICK).records
+    assert rec.invariant_ok is False
+    assert "expected" in rec.invariant_detail
+
+
+def test_open_loop_reports_corrected_and_uncorrected(url: str) -> None:
+    config = BenchConfig(duration_s=0.3, warmup_s=0.05, rounds=1, rate=300.0)
+    result = run_bench(url, [PingWorkload()], config)
+    for rec in result.records:
+        assert rec.latency_ms_uncorrected is not None
+        assert rec.rate == 300.0
+        assert 40 <= rec.ops <= 120  # ~300/s for 0.3 s
+
+
+def test_batches_bystander_and_several_clients(url: str) -> None:
+    config = BenchConfig(clients=(2,), duration_s=0.3, warmup_s=0.05, rounds=1)
+    result = run_bench(url, [PingWorkload(batch=10)], config)
+    by_form = {r.form: r for r in result.records}
+    assert by_form["pipelined"].round_trips_per_op == pytest.approx(0.1)
+    assert by_form["naive"].round_trips_per_op == pytest.approx(1.0)
+    assert by_form["pipelined"].latency_ms_per_op is not None
+    assert all(r.bystander_samples > 0 for r in result.records)
+    assert all(r.clients == 2 for r in result.records)
+
+
+def test_simulated_rtt_is_measured_and_recorded(url: str) -> None:
+    config = BenchConfig(rtts_ms=(2.0,), duration_s=0.2, warmup_s=0.05, rounds=1, bystander=False)
+    result = run_bench(url, [PingWorkload()], config)
+    assert [c.rtt_ms_nominal for c in result.calibrations] == [0.0, 2.0]
+    for rec in result.records:
+        assert rec.rtt_ms_nominal == 2.0
+        assert 1.0 < rec.rtt_ms_measured < 4.0
+        assert rec.latency_ms["p50"] is not None and rec.latency_ms["p50"] > 1.0
+
+
+def test_refuses_fakeredis() -> None:
+    with pytest.raises(EnvironmentProblem, match="fakeredis"):
+        refuse_fake(fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+
+
+def test_counting_connection_counts_writes_and_commands(url: str) -> None:
+    c = counting_client(url)
+    c.ping()
+    before = counters(c)
+    pipe = c.pipeline(transaction=False)
+    for _ in range(10):
+        pipe.ping()
+    pipe.execute()
+    c.get("x")
+    delta = counters(c).minus(before)
+    assert (delta.round_trips, delta.commands) == (2, 11)
+    c.close()
+
+
+def test_histogram_withholds_unsupported_percentiles() -> None:
+    h = LatencyHistogram()
+    for v in range(1, 51):
+        h.record_us(v * 1000)
+    s = h.summary()
+    assert s.count == 50 and s.p50 is not None and s.p90 is not None
+    assert s.p99 is None and s.p999 is None and s.max == pytest.approx(50, rel=0.01)
+    merged = LatencyHistogram.merged([h, LatencyHistogram.decode(h.encode())])
+    assert merged.count == 100 and merged.summary().p99 is not None
+
+
+def test_crossover_rtt_from_the_model() -> None:
+    naive = FormCost("naive", 5, 20.0, 100.0, 0.05)
+    script = FormCost("script", 1, 400.0, 50.0, 0.05)
+    (x,) = crossovers("op", 1, [naive, script])
+    # 5 (0.05 + r) + 0.12 = (0.05 + r) + 0.45  ->  r = 0.0325 ms of added RTT
+    assert x.fewer_trips == "script" and x.rtt_ms == pytest.approx(0.0325)
+    assert "overtakes" in x.describe()
+
+
+def test_contention_choosers() -> None:
+    import random
+
+    rng = random.Random(1)
+    assert {KeyChooser("hot", 100).pick(rng) for _ in range(50)} == {0}
+    zipf = [KeyChooser("zipf:1.2", 100).pick(rng) for _ in range(500)]
+    assert zipf.count(0) > 50 and max(zipf) < 100
+    with pytest.raises(ValueError):
+        KeyChooser("bogus")
+
+
+def test_retarget_keeps_credentials_and_db() -> None:
+    assert retarget("redis://u:pw@h:1/3", "127.0.0.1", 99) == "redis://u:pw@127.0.0.1:99/3"

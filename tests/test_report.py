@@ -1,0 +1,174 @@
+"""Reports: JSON schema, CSV columns, HTML escaping and password masking, `luapipe report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from luapipe.cli import main
+from luapipe.errors import LuapipeError
+from luapipe.report import load_results, render_html, render_table, write_csv, write_json
+from luapipe.report.csvio import CSV_COLUMNS
+from luapipe.report.jsonio import REQUIRED_RECORD_FIELDS
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+def record(operation: str = "op", form: str = "naive", **kw: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "operation": operation,
+        "form": form,
+        "rtt_ms_nominal": 0.25,
+        "rtt_ms_measured": 0.251,
+        "clients": 1,
+        "ops": 1000,
+        "ops_per_sec": 500.0,
+        "latency_ms": {
+            "p50": 1.0,
+            "p90": 1.5,
+            "p95": 1.7,
+            "p99": 2.0,
+            "p999": None,
+            "max": 3.0,
+            "mean": 1.1,
+            "min": 0.5,
+        },
+        "round_trips_per_op": 5.0,
+        "commands_per_op": 5.0,
+        "server_usec_per_op": 10.0,
+        "retries_per_op": 0.0,
+        "errors": 0,
+        "invariant_ok": True,
+        "latency_distribution": [[50, 1.0], [90, 1.5], [99, 2.0]],
+        "model_latency_ms": 1.2,
+        "model_error_pct": 9.0,
+        "error_samples": [],
+    }
+    rec.update(kw)
+    return rec
+
+
+def result(*records: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "manifest": {
+            "redis": {"url": "redis://alice:s3cret-pw@db.example:6379/0", "version": "7.0.15"},
+            "spec": {"config": {"rtts_ms": [0.25], "clients": [1], "seed": 1}},
+        },
+        "calibration": [
+            {
+                "rtt_ms_nominal": 0.25,
+                "rtt_ms_measured": 0.251,
+                "error_pct": 0.4,
+                "delay_ms_setting": 0.2,
+                "direct_ping_ms": 0.02,
+                "proxied_ping_ms": 0.27,
+                "proxy_overhead_ms": 0.03,
+            }
+        ],
+        "records": list(records),
+        "crossovers": [],
+        "recommendations": [],
+        "notes": [],
+    }
+
+
+def test_json_round_trip_keeps_the_schema(tmp_path: Path) -> None:
+    data = result(record(), record(form="script", round_trips_per_op=1.0))
+    path = tmp_path / "r.json"
+    write_json(data, path)
+    loaded = load_results(path)
+    assert [r["form"] for r in loaded["records"]] == ["naive", "script"]
+    for rec in loaded["records"]:
+        assert all(f in rec for f in REQUIRED_RECORD_FIELDS)
+
+
+def test_load_rejects_files_that_are_not_results(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"records": [{"operation": "x"}]}))
+    with pytest.raises(LuapipeError, match="lacks"):
+        load_results(bad)
+    bad.write_text("not json")
+    with pytest.raises(LuapipeError, match="not a luapipe results file"):
+        load_results(bad)
+
+
+def test_html_escapes_hostile_names_and_masks_passwords() -> None:
+    data = result(
+        record(operation=HOSTILE, form=HOSTILE, error_samples=["redis://bob:hunter2@x:1 failed"]),
+        record(
+            operation=HOSTILE,
+            form="script",
+            errors=3,
+            error_samples=["redis://bob:hunter2@x:1 failed"],
+        ),
+    )
+    data["recommendations"] = [
+        {
+            "operation": HOSTILE,
+            "rtt_ms": 0.25,
+            "clients": 1,
+            "form": "x",
+            "text": HOSTILE,
+            "reasons": [HOSTILE],
+        }
+    ]
+    page = render_html(data)
+    assert "<script>" not in page
+    assert "&lt;script&gt;" in page
+    assert "s3cret-pw" not in page and "hunter2" not in page
+    assert "<svg" in page  # charts are inline
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
+
+
+def test_json_and_csv_mask_passwords(tmp_path: Path) -> None:
+    data = result(record(error_samples=["redis://bob:hunter2@x:1 failed"]))
+    write_json(data, tmp_path / "r.json")
+    write_csv(data, tmp_path / "r.csv")
+    text = (tmp_path / "r.json").read_text()
+    assert "s3cret-pw" not in text and "hunter2" not in text and "alice:***@" in text
+
+
+def test_csv_starts_with_redis_benchmark_columns(tmp_path: Path) -> None:
+    write_csv(result(record()), tmp_path / "r.csv")
+    header = (tmp_path / "r.csv").read_text().splitlines()[0].split(",")
+    assert header[:8] == [
+        "test",
+        "rps",
+        "avg_latency_ms",
+        "min_latency_ms",
+        "p50_latency_ms",
+        "p95_latency_ms",
+        "p99_latency_ms",
+        "max_latency_ms",
+    ]
+    assert header == list(CSV_COLUMNS)
+
+
+def test_table_shows_missing_percentiles_and_failed_invariants() -> None:
+    text = render_table(result(record(invariant_ok=False, invariant_detail="lost 3 updates")))
+    assert "INVARIANT FAILED" in text and "lost 3 updates" in text
+    assert "FAIL" in text
+    assert " - " in text  # p99.9 withheld (too few samples)
+
+
+def test_report_command_writes_html(tmp_path: Path) -> None:
+    src = tmp_path / "results.json"
+    write_json(result(record(), record(form="pipelined", ops_per_sec=2000.0)), src)
+    out = tmp_path / "out.html"
+    run = CliRunner().invoke(main, ["report", str(src), "--html", str(out)])
+    assert run.exit_code == 0, run.output
+    assert "recommendation:" in run.output
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_command_fails_in_one_line_on_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    run = CliRunner().invoke(main, ["report", str(bad), "--html", str(tmp_path / "o.html")])
+    assert run.exit_code == 1
+    assert "not a luapipe results file" in run.output
