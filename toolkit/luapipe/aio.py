@@ -149,11 +149,11 @@ async def call_async(
 
 # -- load / status / flush ----------------------------------------------------------------
 async def _sessions(client: Any) -> list[Any]:
-    """One session factory per node: the client itself, or every primary of a cluster."""
+    """One session factory per node: the client itself, or every node of a cluster."""
     if isinstance(client, RedisCluster):
-        from luapipe.aio_cluster import primary_sessions
+        from luapipe.aio_cluster import node_sessions
 
-        return await primary_sessions(client)
+        return await node_sessions(client)
     return [async_session(client)]
 
 

@@ -7,7 +7,7 @@
   node, so each node gets its own ``SCRIPT LOAD`` the first time (inline, same write).
 - A pipeline is split per node, each part one :class:`~luapipe.core.Plan` sent
   concurrently; results come back in queue order. A ``transaction=True`` pipeline must
-  stay on one node. A command answered ``MOVED`` in a pipeline did not run; its slot holds
+  stay in one slot. A command answered ``MOVED`` in a pipeline did not run; its slot holds
   a :class:`ServerError` and the slot map is refreshed for the next execute.
 """
 
@@ -29,7 +29,7 @@ from luapipe.script import Value
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
 
-__all__ = ["cluster_call", "cluster_pipeline", "node_session", "primary_sessions"]
+__all__ = ["cluster_call", "cluster_pipeline", "node_session", "node_sessions"]
 
 MAX_REDIRECTS = 3
 
@@ -70,9 +70,10 @@ class node_session:  # lower case: used like a function
             self._node.release(s.conn)
 
 
-async def primary_sessions(client: RedisCluster) -> list[node_session]:
+async def node_sessions(client: RedisCluster) -> list[node_session]:
+    """Every node, replicas too: caches are per node and a replica may be promoted."""
     await client.initialize()
-    return [node_session(client, n) for n in client.get_primaries()]
+    return [node_session(client, n) for n in client.get_nodes()]
 
 
 def _slot_of(client: RedisCluster, keys: tuple[Value, ...], what: str) -> int | None:
@@ -127,15 +128,19 @@ async def cluster_pipeline(
 ) -> tuple[list[Any], int, int]:
     """Run ``entries`` split per node; (results in queue order, round trips, reloads)."""
     await client.initialize()
+    slots = [await _entry_slot(client, entry) for entry in entries]
+    if transaction:
+        used = sorted({s for s in slots if s is not None})
+        if len(used) > 1:
+            raise CrossSlotError(
+                f"a transaction on a cluster needs every key in one slot; its keys hash to "
+                f"slots {used} (use one hash tag for every key); nothing was sent"
+            )
+        slots = [used[0] if used else None] * len(entries)
     groups: dict[str, tuple[ClusterNode, list[int]]] = {}
-    for i, entry in enumerate(entries):
-        node = _node_for(client, await _entry_slot(client, entry))
+    for i, slot in enumerate(slots):
+        node = _node_for(client, slot)
         groups.setdefault(node.name, (node, []))[1].append(i)
-    if transaction and len(groups) > 1:
-        raise CrossSlotError(
-            "a transaction on a cluster must stay on one node; its keys live on "
-            f"{', '.join(sorted(groups))} (use one hash tag for every key)"
-        )
     results: list[Any] = [None] * len(entries)
     totals = [0, 0]
 
