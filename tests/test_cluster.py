@@ -136,7 +136,7 @@ def test_transaction_needs_one_slot(rc: redis.cluster.RedisCluster, reg: ScriptR
 
 def test_cli_detects_the_cluster(
     rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     lock = tmp_path / "lock.json"
     base = ["deploy", "--dir", str(SCRIPTS_DIR), "--url", cluster.url, "--lock", str(lock)]
     res = CliRunner().invoke(main, base)

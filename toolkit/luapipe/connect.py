@@ -49,6 +49,10 @@ def client_from_url(
         client.ping()
         if cluster is None:
             cluster = str(client.info("cluster").get("cluster_enabled", 0)) == "1"
+    except redis.ResponseError as exc:
+        if not str(exc).startswith("BUSY"):  # a busy server is reachable (SCRIPT KILL works)
+            client.close()
+            raise translate(exc, where=mask_url(url), sent=False) from None
     except redis.RedisError as exc:
         client.close()
         raise translate(exc, where=mask_url(url), sent=False) from None

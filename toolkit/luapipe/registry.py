@@ -171,6 +171,28 @@ class ScriptRegistry:
                 flushed.append(s.address)
         return flushed
 
+    def kill(self, client: redis.Redis) -> list[str]:
+        """SCRIPT KILL the script running on each node; returns the nodes where one was killed.
+
+        A script that has already written cannot be stopped (Redis answers UNKILLABLE):
+        that is raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
+        """
+        killed = []
+        for _, node in cluster.all_nodes(client):
+            with transport.session(node) as s:
+                (reply,) = s.execute([("SCRIPT", "KILL")])
+                if isinstance(reply, transport.ReplyError):
+                    if reply.text.startswith("NOTBUSY"):
+                        continue
+                    if reply.text.startswith("UNKILLABLE"):
+                        raise ServerError(
+                            f"UNKILLABLE: the script running on {s.address} has already written "
+                            "and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
+                        )
+                    transport.raise_for(reply)
+                killed.append(s.address)
+        return killed
+
     def call(
         self,
         client: redis.Redis,
