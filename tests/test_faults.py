@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 import redis
@@ -111,7 +111,7 @@ def test_restart_mid_run_nothing_runs_twice(reg: ScriptRegistry) -> None:
         drops = [i for i in range(1, len(values)) if values[i] <= values[i - 1]]
         assert len(drops) == 1, "exactly one restart should show as the counter starting over"
         before, after = values[: drops[0]], values[drops[0] :]
-        jumps = [b - a for seg in (before, after) for a, b in zip(seg, seg[1:]) if b - a != 1]
+        jumps = [b - a for seg in (before, after) for a, b in pairwise(seg) if b - a != 1]
         final = int(client.get("n") or 0)
         print(
             f"\nrestart: {len(before)} calls ok before, {len(after)} after, {refused} refused "
@@ -139,7 +139,7 @@ def test_read_only_runaway_script_is_killed_through_luapipe(
     def run() -> None:
         try:
             reg.call(redis.Redis.from_url(url), "slow_read", args=[3000])
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+        except Exception as exc:  # recorded for the assertion
             errors.append(exc)
 
     t = threading.Thread(target=run)
