@@ -77,8 +77,10 @@ class Case:
 
 
 def _int(rng: random.Random, lo: Any = None, hi: Any = None) -> int:
-    if lo is not None and hi is not None and rng.random() < 0.85:
-        return rng.randint(int(lo), int(hi))
+    """An int; within [lo, hi] when the spec declares that domain (edges of it included)."""
+    if lo is not None and hi is not None:
+        a, b = int(lo), int(hi)
+        return rng.choice([a, b, rng.randint(a, b), rng.randint(a, b)])
     return rng.choice(INT_EDGES) if rng.random() < 0.5 else rng.randint(-20, 50)
 
 
@@ -91,7 +93,7 @@ def _scalar(rng: random.Random, kind: str, spec: Any, ns: str) -> Any:
         return _int(rng, getattr(spec, "min", None), getattr(spec, "max", None))
     if kind == "float":
         lo, hi = getattr(spec, "min", None), getattr(spec, "max", None)
-        if lo is not None and hi is not None and rng.random() < 0.8:
+        if lo is not None and hi is not None:
             return rng.choice([float(lo), float(hi), round(rng.uniform(lo, hi), 3)])
         return rng.choice(FLOAT_EDGES)
     if kind == "bool":
@@ -126,7 +128,9 @@ def _int_like(op: Operation) -> bool:
 def _value(rng: random.Random, family: str, op: Operation, tokens: list[str]) -> tuple[Any, ...]:
     def num() -> str:
         if _int_like(op) and rng.random() < 0.85:
-            return str(_int(rng, 0, 20)) if rng.random() < 0.7 else rng.choice(INT_TEXT_EDGES)
+            if rng.random() < 0.88:
+                return str(_int(rng, 0, 20))
+            return rng.choice(INT_TEXT_EDGES + tuple(str(x) for x in INT_EDGES))
         return rng.choice(tokens)
 
     n = rng.randint(0 if family == "string" else 1, 5)
@@ -151,7 +155,7 @@ def _state(
     roll = rng.random()
     if roll < 0.25:
         return None
-    if roll < 0.32:
+    if roll < 0.3:
         family = rng.choice([f for f in FAMILIES if f != family])
     return KeyState(key, family, _value(rng, family, op, tokens), rng.random() < 0.2)
 
@@ -164,7 +168,7 @@ def sample_case(
     names: dict[str, str] = {}
     for k in op.keys:
         if k.variadic:
-            items = tuple(f"{namespace}{k.name}:{i}" for i in range(rng.randint(0, 4)))
+            items = tuple(f"{namespace}{k.name}:{i}" for i in range(rng.randint(1, 4)))
             keys.append((k.name, items))
         else:
             keys.append((k.name, f"{namespace}{k.name}"))
@@ -177,7 +181,7 @@ def sample_case(
             assert a.type.elem is not None
             kind = a.type.elem.kind
             args.append(
-                (a.name, tuple(_scalar(rng, kind, a, namespace) for _ in range(rng.randint(0, 4))))
+                (a.name, tuple(_scalar(rng, kind, a, namespace) for _ in range(rng.randint(1, 4))))
             )
         else:
             args.append((a.name, _scalar(rng, a.type.kind, a, namespace)))

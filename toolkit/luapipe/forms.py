@@ -160,8 +160,8 @@ def _arg_value(name: str, kind: str, v: Any) -> Any:
         "bool": isinstance(v, bool),
     }
     if kind.startswith("list["):
-        if not isinstance(v, list | tuple):
-            raise CallArgumentError(f"argument {name!r} must be a {kind}")
+        if not isinstance(v, list | tuple) or not v:
+            raise CallArgumentError(f"argument {name!r} must be a non-empty {kind}")
         return [_arg_value(name, kind[5:-1], x) for x in v]
     if not ok[kind]:
         raise CallArgumentError(f"argument {name!r} must be a {kind}, got {v!r}")
@@ -188,10 +188,14 @@ def bind(plan: Plan, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Env:
     env: Env = {}
     for k, variadic in plan.keys:
         v = keys[k]
-        if variadic != isinstance(v, list | tuple) or not all(
-            isinstance(x, str) for x in (v if variadic else [v])
+        if (
+            variadic != isinstance(v, list | tuple)
+            or (variadic and not v)
+            or not all(isinstance(x, str) for x in (v if variadic else [v]))
         ):
-            raise CallArgumentError(f"key {k!r} must be {'a list of str' if variadic else 'a str'}")
+            raise CallArgumentError(
+                f"key {k!r} must be {'a non-empty list of str' if variadic else 'a str'}"
+            )
         env[k] = list(v) if variadic else v
     for a, kind in plan.args:
         env[a] = _arg_value(a, kind, args[a])
@@ -203,28 +207,41 @@ def bind(plan: Plan, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Env:
 Cmd = tuple[Any, ...]
 
 
-def _read_batch(plan: Plan, level: int, env: Env) -> list[tuple[ReadStep, list[Env], list[Cmd]]]:
-    out = []
+Batch = list[tuple[ReadStep, list[Env], list[Cmd]]]
+
+
+def _read_batch(plan: Plan, level: int, env: Env) -> tuple[Batch, LuapipeError | None]:
+    """The reads of one level, in order. If building a command fails (its key or args), the
+    batch stops there and the error is returned, to be raised after the earlier reads: the
+    order Lua fails in."""
+    out: Batch = []
     for r in plan.reads:
         if r.level != level:
             continue
-        envs = [{**env, "it": it} for it in r.each(env)] if r.each else [env]
-        cmds = [(r.cmd, r.key(e), *(a(e) for a in r.args)) for e in envs]
+        try:
+            envs = [{**env, "it": it} for it in r.each(env)] if r.each else [env]
+            cmds = [(r.cmd, r.key(e), *(a(e) for a in r.args)) for e in envs]
+        except LuapipeError as exc:
+            return out, exc
         out.append((r, envs, cmds))
-    return out
+    return out, None
 
 
-def _apply_reads(
-    batch: list[tuple[ReadStep, list[Env], list[Cmd]]], replies: list[Any], env: Env
-) -> None:
+def _apply_reads(batch: Batch, replies: list[Any], env: Env, pending: LuapipeError | None) -> None:
+    """Convert replies in order (a conversion error comes before a later read's error)."""
     pos = 0
-    for r, envs, cmds in batch:
+    for r, envs, _ in batch:
         values = []
         for e in envs:
             values.append(r.convert(_check(replies[pos]), e))
             pos += 1
         env[r.name] = values if r.each else values[0]
-        del cmds
+    if pending is not None:
+        raise pending
+
+
+def _commands(batch: Batch) -> list[Cmd]:
+    return [c for b in batch for c in b[2]]
 
 
 def _compute(plan: Plan, env: Env) -> tuple[list[Cmd], Any]:
@@ -249,12 +266,12 @@ def _encode(cmds: Sequence[Cmd]) -> list[Cmd]:
 
 def _naive(plan: Plan, s: transport.Session, env: Env) -> Any:
     for level in range(plan.levels):
-        batch = _read_batch(plan, level, env)
-        replies = []
-        for _, _, cmds in batch:
-            for c in cmds:
-                replies.append(_check(s.execute(_encode([c]))[0]))
-        _apply_reads(batch, replies, env)
+        batch, pending = _read_batch(plan, level, env)
+        for step in batch:  # one read at a time, converted before the next is sent
+            replies = [s.execute(_encode([c]))[0] for c in step[2]]
+            _apply_reads([step], replies, env, None)
+        if pending is not None:
+            raise pending
     writes, ret = _compute(plan, env)
     replies = [s.execute(_encode([c]))[0] for c in writes]
     _raise_first(replies)
@@ -263,8 +280,8 @@ def _naive(plan: Plan, s: transport.Session, env: Env) -> Any:
 
 def _pipelined(plan: Plan, s: transport.Session, env: Env) -> Any:
     for level in range(plan.levels):
-        batch = _read_batch(plan, level, env)
-        _apply_reads(batch, s.execute(_encode([c for b in batch for c in b[2]])), env)
+        batch, pending = _read_batch(plan, level, env)
+        _apply_reads(batch, s.execute(_encode(_commands(batch))), env, pending)
     writes, ret = _compute(plan, env)
     _raise_first(s.execute(_encode(writes)))
     return ret
@@ -281,18 +298,18 @@ def _exec_replies(replies: list[Any]) -> list[Any] | None:
 
 def _transaction_once(plan: Plan, s: transport.Session, env: Env) -> tuple[bool, Any]:
     if plan.levels == 1 and not plan.writes:
-        batch = _read_batch(plan, 0, env)
-        cmds = [c for b in batch for c in b[2]]
+        batch, pending = _read_batch(plan, 0, env)
+        cmds = _commands(batch)
         replies = _exec_replies(s.execute(_encode([("MULTI",), *cmds, ("EXEC",)])))
         assert replies is not None
-        _apply_reads(batch, replies, env)
+        _apply_reads(batch, replies, env, pending)
         return True, _compute(plan, env)[1]
     for level in range(plan.levels):
-        batch = _read_batch(plan, level, env)
-        cmds = [c for b in batch for c in b[2]]
+        batch, pending = _read_batch(plan, level, env)
+        cmds = _commands(batch)
         watch = ("WATCH", *dict.fromkeys(c[1] for c in cmds))
         replies = s.execute(_encode([watch, *cmds]) if len(watch) > 1 else _encode(cmds))
-        _apply_reads(batch, replies[1:] if len(watch) > 1 else replies, env)
+        _apply_reads(batch, replies[1:] if len(watch) > 1 else replies, env, pending)
     writes, ret = _compute(plan, env)
     replies_exec = _exec_replies(s.execute(_encode([("MULTI",), *writes, ("EXEC",)])))
     if replies_exec is None:
@@ -433,8 +450,8 @@ def evaluate_invariant(
     env = bind(plan, keys, args)
     with transport.session(client) as s:
         for level in range(plan.levels):
-            batch = _read_batch(plan, level, env)
-            _apply_reads(batch, s.execute(_encode([c for b in batch for c in b[2]])), env)
+            batch, pending = _read_batch(plan, level, env)
+            _apply_reads(batch, s.execute(_encode(_commands(batch))), env, pending)
     for name, fn in plan.lets:
         env[name] = fn(env)
     return plan.invariant(env)

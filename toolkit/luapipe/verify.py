@@ -77,7 +77,7 @@ def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool
     values = pipe.execute()
     out = []
     for k, t, v, ttl in zip(names, types, values, meta[1::2], strict=True):
-        out.append((k, t, _norm(t, v), int(ttl) > 0))
+        out.append((k, t, _norm(t, v), int(ttl) >= 0))
     return tuple(out)
 
 
