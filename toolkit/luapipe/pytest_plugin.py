@@ -1,0 +1,290 @@
+"""pytest plugin for projects that ship Redis Lua scripts (entry point ``pytest11: luapipe``).
+
+Fixtures (all prefixed ``luapipe_``):
+
+- ``luapipe_server``: a private redis-server for the session (or ``--luapipe-url``);
+- ``luapipe_redis``: a sync client on it, emptied before each test (keys, scripts, functions)
+  and with its INFO counters reset;
+- ``luapipe_fake``: a sync client on a fresh ``fakeredis.FakeServer(version=(7, 0))``;
+- ``luapipe_client``: the real server, or both real and fake for tests marked
+  ``@pytest.mark.luapipe_both``; ``luapipe_backend`` says which ("real" or "fake");
+- ``luapipe_async``: builds ``redis.asyncio`` clients on the same backend (call it inside
+  the test's event loop);
+- ``luapipe_scripts_dir`` and ``luapipe_registry``: your scripts, from the ini option
+  ``luapipe_scripts_dir``, else ``[tool.luapipe] scripts_dir`` in pyproject.toml, else
+  ``scripts_lua/`` at the root, else luapipe's bundled library;
+- ``luapipe_runs``: ``with luapipe_runs.expect(1): ...`` asserts how many scripts the real
+  server ran in the block (INFO commandstats; NOSCRIPT refusals are not runs);
+- ``luapipe_chaos``: ``flush_scripts()`` empties the script cache behind the registry's
+  back, ``failover()`` also drops every other connection (data kept, like a promoted replica), to
+  run between queueing and ``execute()``.
+
+Until the entry point is installed: ``pytest -p luapipe.pytest_plugin``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tomllib
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from luapipe.bench.server import EmbeddedRedis, ServerProcess
+from luapipe.errors import LuapipeError
+from luapipe.loader import discover
+from luapipe.registry import ScriptRegistry, bundled_scripts_dir
+from luapipe.script import LuaScript
+
+__all__ = ["Chaos", "RunCounts", "ScriptRuns", "find_scripts_dir"]
+
+BOTH = "luapipe_both"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("luapipe", "luapipe (Redis Lua scripts)")
+    group.addoption(
+        "--luapipe-url",
+        default=None,
+        help="use this Redis server for luapipe_server instead of starting a private one "
+        "(it is FLUSHALLed before every test that uses it)",
+    )
+    parser.addini("luapipe_scripts_dir", "directory of *.lua scripts for luapipe_registry")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{BOTH}: run the test on a real redis-server and on fakeredis"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "luapipe_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(BOTH):
+        metafunc.parametrize("luapipe_backend", ["real", "fake"], scope="function")
+
+
+def find_scripts_dir(config: pytest.Config) -> Path:
+    """The ini option, else ``[tool.luapipe] scripts_dir``, else ``scripts_lua/``, else bundled."""
+    root = config.rootpath
+    configured = config.getini("luapipe_scripts_dir")
+    if configured:
+        base = config.inipath.parent if config.inipath else root
+        return (base / str(configured)).resolve()
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        with pyproject.open("rb") as f:
+            tool = tomllib.load(f).get("tool", {}).get("luapipe", {})
+        if "scripts_dir" in tool:
+            return (root / str(tool["scripts_dir"])).resolve()
+    if (root / "scripts_lua").is_dir():
+        return root / "scripts_lua"
+    return bundled_scripts_dir()
+
+
+# -- servers and clients ------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def luapipe_embedded(request: pytest.FixtureRequest) -> Iterator[EmbeddedRedis | None]:
+    """The private server's launcher (None with ``--luapipe-url``); stopped by its PID."""
+    if request.config.getoption("--luapipe-url"):
+        yield None
+        return
+    server = EmbeddedRedis()
+    try:
+        server.start()
+    except LuapipeError as exc:
+        pytest.fail(f"luapipe_server: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def luapipe_server(
+    request: pytest.FixtureRequest, luapipe_embedded: EmbeddedRedis | None
+) -> ServerProcess:
+    """Where the real server listens (``.host``, ``.port``, ``.url``)."""
+    if luapipe_embedded is None:
+        url = str(request.config.getoption("--luapipe-url"))
+        parsed = urllib.parse.urlsplit(url)
+        return ServerProcess(parsed.hostname or "127.0.0.1", parsed.port or 6379, 0, "")
+    assert luapipe_embedded.info is not None
+    return luapipe_embedded.info
+
+
+def _url(config: pytest.Config, server: ServerProcess) -> str:
+    return str(config.getoption("--luapipe-url") or server.url)
+
+
+@pytest.fixture
+def luapipe_redis(
+    request: pytest.FixtureRequest, luapipe_server: ServerProcess
+) -> Iterator[redis.Redis]:
+    """A sync client on the real server, emptied (keys, scripts, functions, INFO stats)."""
+    client = redis.Redis.from_url(_url(request.config, luapipe_server))
+    client.flushall()
+    client.script_flush()
+    client.function_flush()
+    client.config_resetstat()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def luapipe_fake_server() -> Any:
+    """A fresh fakeredis server (Lua enabled, Redis 7.0 behaviour) for this test."""
+    import fakeredis
+
+    return fakeredis.FakeServer(version=(7, 0))
+
+
+@pytest.fixture
+def luapipe_fake(luapipe_fake_server: Any) -> Iterator[redis.Redis]:
+    import fakeredis
+
+    client = fakeredis.FakeRedis(server=luapipe_fake_server)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def luapipe_backend() -> str:
+    """ "real", or "real" and "fake" for tests marked ``luapipe_both``."""
+    return "real"
+
+
+@pytest.fixture
+def luapipe_client(request: pytest.FixtureRequest, luapipe_backend: str) -> redis.Redis:
+    name = "luapipe_redis" if luapipe_backend == "real" else "luapipe_fake"
+    client: redis.Redis = request.getfixturevalue(name)
+    return client
+
+
+@pytest.fixture
+def luapipe_async(
+    request: pytest.FixtureRequest, luapipe_backend: str
+) -> Callable[..., redis.asyncio.Redis]:
+    """``make(**kwargs)`` -> a ``redis.asyncio`` client on this test's backend (same data as
+    ``luapipe_client``). Build it inside the event loop that uses it; ``await c.aclose()``."""
+    if luapipe_backend == "fake":
+        import fakeredis
+
+        server = request.getfixturevalue("luapipe_fake_server")
+        request.getfixturevalue("luapipe_fake")
+        return lambda **kw: fakeredis.FakeAsyncRedis(server=server, **kw)
+    info: ServerProcess = request.getfixturevalue("luapipe_server")
+    request.getfixturevalue("luapipe_redis")  # empties the server first
+    url = _url(request.config, info)
+    return lambda **kw: redis.asyncio.Redis.from_url(url, **kw)
+
+
+# -- scripts --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def luapipe_scripts_dir(request: pytest.FixtureRequest) -> Path:
+    return find_scripts_dir(request.config)
+
+
+@pytest.fixture(scope="session")
+def _luapipe_scripts(luapipe_scripts_dir: Path) -> list[LuaScript]:
+    scripts = discover(luapipe_scripts_dir)
+    ScriptRegistry(scripts)  # compile once per session: a syntax error names file:line
+    return scripts
+
+
+@pytest.fixture
+def luapipe_registry(_luapipe_scripts: list[LuaScript]) -> ScriptRegistry:
+    """A registry of the project's scripts with nothing known cached (fresh per test)."""
+    return ScriptRegistry(_luapipe_scripts, check=False)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """INFO counters at one moment: calls per command, error replies per error code."""
+
+    commands: dict[str, int]
+    errors: dict[str, int]
+
+    def script_runs(self) -> int:
+        """Script and function executions, less those refused as NOSCRIPT (they did not run)."""
+        refused = self.errors.get("NOSCRIPT", 0)
+        return sum(self.commands.get(c, 0) for c in SCRIPT_COMMANDS) - refused
+
+
+class ScriptRuns:
+    """What the real server ran, from INFO commandstats/errorstats deltas.
+
+    Counts every script on that server (the test's private one), not per script name. A
+    script whose own error reply starts with NOSCRIPT is counted as not run, and so is a
+    call refused for a wrong key count: check such cases on their effects.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.start = self.snapshot()
+
+    def snapshot(self) -> RunCounts:
+        stats = self.client.info("commandstats")
+        errors = self.client.info("errorstats")
+        commands = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+        codes = {k.removeprefix("errorstat_"): int(v["count"]) for k, v in errors.items()}
+        return RunCounts(commands, codes)
+
+    def calls(self, command: str, since: RunCounts | None = None) -> int:
+        """How many times ``command`` ran (``"evalsha"``, ``"script|load"``) since ``since``."""
+        base = since or self.start
+        name = command.lower()
+        return self.snapshot().commands.get(name, 0) - base.commands.get(name, 0)
+
+    def scripts(self, since: RunCounts | None = None) -> int:
+        """Scripts run since ``since`` (default: the start of the test)."""
+        return self.snapshot().script_runs() - (since or self.start).script_runs()
+
+    @contextlib.contextmanager
+    def expect(self, runs: int) -> Iterator[None]:
+        """Assert the block made the server run exactly ``runs`` scripts."""
+        before = self.snapshot()
+        yield
+        got = self.scripts(before)
+        assert got == runs, f"expected {runs} script run(s) on the server, it ran {got}"
+
+
+class Chaos:
+    """Break things between queueing and ``execute()``, the way production does."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def flush_scripts(self) -> None:
+        """SCRIPT FLUSH behind the registry's back (a restart or another deploy tool)."""
+        self.client.script_flush()
+
+    def failover(self) -> None:
+        """What a promoted replica looks like: data kept, script cache empty, every other
+        client's connection dropped (CLIENT KILL). On fakeredis only the cache is emptied."""
+        self.client.script_flush()
+        with contextlib.suppress(redis.ResponseError):  # fakeredis has no CLIENT KILL
+            self.client.client_kill_filter(_type="normal", skipme=True)
+
+
+@pytest.fixture
+def luapipe_runs(luapipe_redis: redis.Redis) -> ScriptRuns:
+    return ScriptRuns(luapipe_redis)
+
+
+@pytest.fixture
+def luapipe_chaos(luapipe_client: redis.Redis) -> Chaos:
+    return Chaos(luapipe_client)
