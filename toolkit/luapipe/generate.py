@@ -8,6 +8,7 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,15 @@ from luapipe.compile import lua_expr, lua_wire, py_expr, py_wire
 from luapipe.expr import Type
 from luapipe.operation import Expr, Operation, Read
 
-__all__ = ["GeneratedFiles", "lua_body", "lua_library", "lua_script", "python_module", "write"]
+__all__ = [
+    "GeneratedFiles",
+    "generate_files",
+    "lua_body",
+    "lua_library",
+    "lua_script",
+    "python_module",
+    "write",
+]
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("luapipe", "templates"),
@@ -244,3 +253,12 @@ def write(op: Operation, out: str | Path, py_out: str | Path | None = None) -> G
             path.write_text(text, encoding="utf-8")
             changed.append(path)
     return GeneratedFiles(lua_path, py_path, tuple(changed))
+
+
+def generate_files(
+    paths: Sequence[str | Path], out: str | Path, py_out: str | Path | None = None
+) -> list[GeneratedFiles]:
+    """Check every spec first (nothing is written if any has a problem), then write."""
+    from luapipe.spec import load_operations
+
+    return [write(op, out, py_out) for op in load_operations(paths)]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from luapipe.expr import BOOL, INT, STR, ExprError, Type, list_of, parse, parse_
 from luapipe.operation import ArgSpec, Expr, Invariant, KeySpec, Let, Operation, Read, Write
 from luapipe.typecheck import check
 
-__all__ = ["load_operation", "parse_operation"]
+__all__ = ["load_operation", "load_operations", "parse_operation"]
 
 NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
 RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
@@ -391,3 +392,23 @@ def load_operation(path: str | Path) -> Operation:
     except OSError as exc:
         raise SpecError([f"{p}:1: file: cannot read: {exc.strerror}"]) from None
     return parse_operation(text, str(path))
+
+
+def load_operations(paths: Sequence[str | Path]) -> list[Operation]:
+    """Load several specs; every problem of every file is raised together."""
+    ops: list[Operation] = []
+    problems: list[str] = []
+    names: dict[str, str] = {}
+    for p in paths:
+        try:
+            op = load_operation(p)
+        except SpecError as exc:
+            problems += exc.problems
+            continue
+        if op.name in names:
+            problems.append(f"{p}:1: name: {op.name!r} is also the name of {names[op.name]}")
+        names[op.name] = str(p)
+        ops.append(op)
+    if problems:
+        raise SpecError(problems)
+    return ops

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -248,3 +248,12 @@ def outcome_of(
         return ("ok", op.run(client, form, keys=keys, args=args))
     except LuapipeError as exc:
         return ("error", error_code(exc))
+
+
+def verify_files(
+    paths: Sequence[str], client: redis.Redis, *, cases: int = 200, seed: int = 1
+) -> list[VerifyReport]:
+    """Load every spec first (all problems in one :class:`SpecError`), then verify each."""
+    from luapipe.spec import load_operations
+
+    return [verify(op, client, cases=cases, seed=seed) for op in load_operations(paths)]
