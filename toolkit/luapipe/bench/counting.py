@@ -31,6 +31,13 @@ class CountingConnection(Connection):
         self.commands += 1
         super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
+    def pack_command(self, *args: Any) -> list[bytes | memoryview]:
+        # luapipe's transport packs single commands itself; redis-py's send_command does not
+        # call this, so nothing is counted twice
+        self.commands += 1
+        packed: list[bytes | memoryview] = super().pack_command(*args)  # type: ignore[no-untyped-call]
+        return packed
+
     def pack_commands(self, commands: Any) -> list[bytes | memoryview]:
         cmds = list(commands)
         self.commands += len(cmds)

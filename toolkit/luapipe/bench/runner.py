@@ -111,7 +111,10 @@ class _Run:
             # in-band wire time: the bystander's GETs crossed the same path under the same load
             wire = (max(0.0, by_hist.value_at_us(50) - by_cpu * 1e6 / by_count) / 1e3, wire[1])
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
-        ok, detail = w.check_invariant(self.admin, calls * w.batch)
+        try:
+            ok, detail = w.check_invariant(self.admin, calls * w.batch)
+        except Exception as exc:  # a broken keyspace is a finding, not a crash
+            ok, detail = False, f"invariant check raised {type(exc).__name__}: {exc}"
         window = time.perf_counter() - t0
         by_in_window = round(by_count * min(1.0, seconds / max(window + 0.05, 1e-9)))
         cost = SliceCost.of(before, after, by_in_window, by_hist, ok, detail, *wire)
