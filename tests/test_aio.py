@@ -209,6 +209,28 @@ def test_cancelled_call_is_not_resent_and_its_connection_is_dropped(
     assert r.get("ran") == b"1"
 
 
+@pytest.mark.parametrize("single", [False, True], ids=["pooled", "single-connection"])
+def test_connections_killed_while_idle_reconnect_before_sending(
+    r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry, single: bool
+) -> None:
+    """A failover between two calls (cache gone, sockets closed while the loop was busy) is
+    a clean reconnect, not "outcome unknown": nothing had been sent on the dead socket."""
+
+    async def body(c: redis.asyncio.Redis) -> tuple[Any, ...]:
+        first = await reg.call(c, "counted", keys=["a"], args=[1])
+        r.script_flush()
+        r.client_kill_filter(_type="normal", skipme=True)  # blocks the loop: EOF not yet read
+        second = await reg.call(c, "counted", keys=["a"], args=[1])
+        return first, second
+
+    reset_stats(r)
+    factory: Factory = lambda **x: redis.asyncio.Redis(  # noqa: E731
+        host=redis_server.host, port=redis_server.port, single_connection_client=single, **x
+    )
+    assert run(factory, body) == (1, 2)
+    assert calls(r, "script|load") == 2 and r.get("a") == b"2"
+
+
 def test_status_load_flush(aclient: Factory, reg: ScriptRegistry) -> None:
     async def body(c: redis.asyncio.Redis) -> tuple[Any, ...]:
         before = (await aio.status_async(reg, c))[0].missing

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import select
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -35,16 +36,37 @@ def _as_command(cmd: Command | Sequence[Any]) -> Command:
     return cmd if isinstance(cmd, Command) else Command(tuple(cmd))
 
 
-async def open_connection(conn: Any) -> None:
+def _socket_stale(conn: Any) -> bool:
+    """Whether the OS socket has bytes or EOF waiting while we expect nothing.
+
+    The event loop may not have read a server's close yet (a failover while this task was
+    busy), so redis-py's buffered ``can_read`` says nothing; one zero-timeout poll does.
+    TLS sockets (which may carry session tickets) and fakeredis are left to redis-py.
+    """
+    transport = getattr(getattr(conn, "_writer", None), "transport", None)
+    if transport is None or transport.get_extra_info("sslcontext") is not None:
+        return False
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    cached = getattr(conn, "_luapipe_poller", None)
+    if cached is None or cached[0] != sock.fileno():
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        cached = conn._luapipe_poller = (sock.fileno(), poller)
+    return bool(cached[1].poll(0))
+
+
+async def open_connection(conn: Any, *, pooled: bool = False) -> None:
     """Connect, or replace a connection the server closed while it sat idle (nothing sent).
 
-    Pooled connections are checked by redis-py's pool; pinned and cluster ones here.
+    ``pooled``: redis-py's pool already connected it and checked its buffer.
     """
     if not conn.is_connected:
         await conn.connect()
         return
     try:
-        stale = await conn.can_read()
+        stale = _socket_stale(conn) or (not pooled and await conn.can_read())
     except _NET_ERRORS:
         stale = True
     if stale:
@@ -180,6 +202,13 @@ class async_session:  # lower case: used like a function, ``async with async_ses
             conn = await pool.get_connection()  # type: ignore[no-untyped-call]
         except (rex.RedisError, OSError) as exc:
             raise translate(exc, where=_pool_address(pool), sent=False) from None
+        try:
+            await open_connection(conn, pooled=True)
+        except BaseException as exc:
+            await pool.release(conn)
+            if isinstance(exc, rex.RedisError | OSError):
+                raise translate(exc, where=_pool_address(pool), sent=False) from None
+            raise
         self._session = AsyncSession(client, conn)
         return self._session
 
