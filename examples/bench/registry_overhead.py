@@ -129,9 +129,11 @@ def main() -> None:
         return
     with EmbeddedRedis() as server:
         client = redis.Redis(host=server.host, port=server.port)
+        protocol = client.connection_pool.connection_kwargs.get("protocol") or "default"
+        version = client.info("server")["redis_version"]
         print(
-            f"redis-server {client.info('server')['redis_version']} on {server.address}, "
-            f"redis-py {redis.__version__}, protocol {client.connection_pool.connection_kwargs.get('protocol')}"
+            f"redis-server {version} on {server.address}, redis-py {redis.__version__}, "
+            f"protocol {protocol}"
         )
         run(client, opts.calls)
 
