@@ -32,6 +32,7 @@ local function _idiv(a, b)
 end
 local function _imod(a, b) return _ck(a - _idiv(a, b) * b) end
 local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
+local function _neg(x) return -x end
 local function _fmt(x) return string.format('%.17g', x) end
 local function _pint(s)
   if s == nil or not string.match(s, '^%-?%d+$') then return nil end

@@ -37,6 +37,7 @@ local function _idiv(a, b)
 end
 local function _imod(a, b) return _ck(a - _idiv(a, b) * b) end
 local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
+local function _neg(x) return -x end
 local function _fmt(x) return string.format('%.17g', x) end
 local function _pint(s)
   if s == nil or not string.match(s, '^%-?%d+$') then return nil end
@@ -102,6 +103,6 @@ local _w = {}
 _w[#_w + 1] = {'HSET', v_login, v_token, v_user}
 _w[#_w + 1] = {'ZADD', v_recent, string.format('%d', v_now), v_token}
 if ((#v_item) > (0)) then _w[#_w + 1] = {'ZADD', v_viewed, string.format('%d', v_now), v_item} end
-if ((#v_item) > (0)) then _w[#_w + 1] = {'ZREMRANGEBYRANK', v_viewed, string.format('%d', (0)), string.format('%d', _ck(-(26)))} end
-if ((#v_item) > (0)) then _w[#_w + 1] = {'ZINCRBY', v_item_views, string.format('%d', _ck(-(1))), v_item} end
+if ((#v_item) > (0)) then _w[#_w + 1] = {'ZREMRANGEBYRANK', v_viewed, string.format('%d', (0)), string.format('%d', _ck(_neg((26))))} end
+if ((#v_item) > (0)) then _w[#_w + 1] = {'ZINCRBY', v_item_views, string.format('%d', _ck(_neg((1)))), v_item} end
 return _run(_w, (((#v_item) > (0)) and 1 or 0))

@@ -71,8 +71,10 @@ class _Lua:
         if isinstance(node, Unary):
             if node.op == "not":
                 return f"(not {self.c(node.operand)})"
-            neg = f"(-{self.c(node.operand)})"
-            return f"_ck{neg}" if self.t(node) == INT else neg
+            # a call, not '-x': Lua 5.1 folds '-0' into a constant that then replaces
+            # every other 0 constant of the function (found by the hypothesis test)
+            neg = f"_neg({self.c(node.operand)})"
+            return f"_ck({neg})" if self.t(node) == INT else neg
         if isinstance(node, Binary):
             return self.binary(node)
         if isinstance(node, Index):
