@@ -192,3 +192,27 @@ def test_contention_choosers() -> None:
 
 def test_retarget_keeps_credentials_and_db() -> None:
     assert retarget("redis://u:pw@h:1/3", "127.0.0.1", 99) == "redis://u:pw@127.0.0.1:99/3"
+
+
+def test_update_token_batches_count_every_logical_op(url: str) -> None:
+    result = run_bench(url, [UpdateTokenWorkload(batch=10)], QUICK)
+    by_form = {r.form: r for r in result.records}
+    assert by_form["pipelined"].round_trips_per_op == pytest.approx(0.1)
+    assert by_form["naive"].round_trips_per_op == pytest.approx(5.0)
+    assert by_form["script"].commands_per_op == pytest.approx(1.0)
+    assert all(r.invariant_ok and r.ops % 10 == 0 for r in result.records)
+    assert all(r.latency_ms_per_op is not None for r in result.records)
+
+
+def test_generated_operation_runs_in_every_form(url: str) -> None:
+    from luapipe.bench.opworkload import catalogue_dir, resolve_workloads
+
+    if not (catalogue_dir() / "reserve_stock.toml").exists():
+        pytest.skip("catalogue not present")
+    (work,) = resolve_workloads(["reserve_stock"], contention="spread")
+    result = run_bench(url, [work], QUICK)
+    by_form = {r.form: r for r in result.records}
+    assert set(by_form) >= {"naive", "pipelined", "transaction", "script", "function"}
+    assert by_form["script"].round_trips_per_op == pytest.approx(1.0)
+    assert by_form["script"].invariant_ok and by_form["script"].errors == 0
+    assert result.manifest["spec"]["workloads"][0]["kind"] == "generated"

@@ -197,6 +197,6 @@ def build_record(
         wire_ms=wire_ms,
         rtt_ms_under_load=round(under_load, 4),
         model_latency_ms=model,
-        model_error_pct=err if clients == 1 and rate is None else None,
+        model_error_pct=err if clients == 1 and rate is None and b == 1 else None,
         atomic=form in ATOMIC_FORMS,
     )

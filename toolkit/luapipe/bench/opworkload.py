@@ -143,7 +143,7 @@ def resolve_workloads(
         if name == "ping":
             out.append(PingWorkload(batch=batch))
         elif name == "update_token":
-            out.append(UpdateTokenWorkload(contention=contention))
+            out.append(UpdateTokenWorkload(contention=contention, batch=batch))
         else:
             path = Path(name)
             if not path.exists():

@@ -166,6 +166,7 @@ class UpdateTokenWorkload:
             "commands": ["HSET", "ZADD", "ZADD", "ZREMRANGEBYRANK", "ZINCRBY"],
             "contention": self.contention,
             "tokens": self.tokens,
+            "batch": self.batch,
             "lua": UPDATE_TOKEN_LUA.strip(),
         }
 
@@ -179,35 +180,48 @@ class UpdateTokenWorkload:
             client.function_load(UPDATE_TOKEN_LIBRARY, replace=True)
 
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        """One call = ``batch`` update_tokens: one by one (naive), in one pipeline or MULTI
+        (pipelined, transaction), or ``batch`` script/function calls in one pipeline."""
         rng = random.Random(seed * 1000 + worker)
         chooser = KeyChooser(self.contention, self.tokens)
-        items = self.items
-        sha = self.sha
+        items, sha, n = self.items, self.sha, max(1, self.batch)
+
+        def params(i: int) -> tuple[str, str, str, float, str]:
+            k = chooser.pick(rng)
+            return f"tok{k}", f"user{k}", f"item{i % items}", time.time(), f"viewed:tok{k}"
+
+        def five(target: Any, i: int) -> None:
+            token, user, item, ts, viewed = params(i)
+            target.hset("login:", token, user)
+            target.zadd("recent:", {token: ts})
+            target.zadd(viewed, {item: ts})
+            target.zremrangebyrank(viewed, 0, -26)
+            target.zincrby("viewed:", -1, item)
+
+        def scripted(target: Any, i: int) -> None:
+            token, user, item, ts, viewed = params(i)
+            keys = ("login:", "recent:", viewed, "viewed:")
+            if form == "script":
+                target.evalsha(sha, 4, *keys, token, user, ts, item)
+            else:
+                target.fcall("update_token", 4, *keys, token, user, ts, item)
 
         def call(i: int) -> int:
-            k = chooser.pick(rng)
-            token, user, item, ts = f"tok{k}", f"user{k}", f"item{i % items}", time.time()
-            viewed = "viewed:" + token
             if form == "naive":
-                client.hset("login:", token, user)
-                client.zadd("recent:", {token: ts})
-                client.zadd(viewed, {item: ts})
-                client.zremrangebyrank(viewed, 0, -26)
-                client.zincrby("viewed:", -1, item)
+                for j in range(n):
+                    five(client, i * n + j)
             elif form in ("pipelined", "transaction"):
                 pipe = client.pipeline(transaction=form == "transaction")
-                pipe.hset("login:", token, user)
-                pipe.zadd("recent:", {token: ts})
-                pipe.zadd(viewed, {item: ts})
-                pipe.zremrangebyrank(viewed, 0, -26)
-                pipe.zincrby("viewed:", -1, item)
+                for j in range(n):
+                    five(pipe, i * n + j)
                 pipe.execute()
-            elif form == "script":
-                keys = ("login:", "recent:", viewed, "viewed:")
-                client.evalsha(sha, 4, *keys, token, user, ts, item)
+            elif n == 1:
+                scripted(client, i)
             else:
-                keys = ("login:", "recent:", viewed, "viewed:")
-                client.fcall("update_token", 4, *keys, token, user, ts, item)
+                pipe = client.pipeline(transaction=False)
+                for j in range(n):
+                    scripted(pipe, i * n + j)
+                pipe.execute()
             return 0
 
         return call
