@@ -87,6 +87,7 @@ class _Builder:
         self.env: dict[str, Type] = {}
         self.levels: dict[str, int] = {}
         self.key_names: set[str] = set()
+        self.failed: set[str] = set()  # names whose definition failed: no cascade errors
 
     def problem(self, field: str, message: str) -> None:
         line = self.lines.get(field)
@@ -118,7 +119,9 @@ class _Builder:
             node = parse(text)
             t, types = check(node, env if env is not None else self.env)
         except ExprError as exc:
-            self.problem(field, f"{exc} at column {exc.col} in {text!r}")
+            m = re.match(r"unknown name '(\w+)'", str(exc))
+            if m is None or m[1] not in self.failed:
+                self.problem(field, f"{exc} at column {exc.col} in {text!r}")
             return None
         return Expr(text, node, t, types)
 
@@ -261,6 +264,8 @@ def _reads(b: _Builder, raw: Any) -> tuple[Read, ...]:
                 b.problem(f"{field}.each", "a list reply cannot be read per item")
         nm = b.name(f"{field}.name", data.get("name"))
         if nm is None or key is None or any(a is None for a in args):
+            if isinstance(data.get("name"), str):
+                b.failed.add(data["name"])
             continue
         deps = [key, each, default, *args]
         level = max(b.level(e) for e in deps) + (
@@ -291,6 +296,8 @@ def _lets(b: _Builder, raw: Any) -> tuple[Let, ...]:
     for key, text in raw.items() if isinstance(raw, dict) else []:
         e = b.expr(f"let.{key}", text)
         nm = b.name(f"let.{key}", key)
+        if e is None:
+            b.failed.add(key)
         if e and nm:
             if e.type.kind == "nil":
                 b.problem(f"let.{key}", "is always nil")
