@@ -105,6 +105,7 @@ class EmbeddedRedis:
             "--dir", self.directory,
             "--logfile", str(Path(self.directory) / f"redis-{port}.log"),
             "--daemonize", "no",
+            "--repl-diskless-sync-delay", "0",  # replicas (tests, clusters) sync at once
             *self.extra_args,
         ]  # fmt: skip
 
