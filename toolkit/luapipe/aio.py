@@ -25,7 +25,7 @@ import redis
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
-from luapipe.aio_transport import AsyncSession, async_session
+from luapipe.aio_transport import AsyncSession, acquire, async_session
 from luapipe.core import Plan, ScriptCall, check_loaded, script_error
 from luapipe.errors import CallArgumentError, LuapipeError
 from luapipe.registry import NodeStatus, ScriptState
@@ -108,7 +108,9 @@ async def call_on(registry: ScriptRegistry, s: AsyncSession, call: ScriptCall) -
     script = call.script
     node = s.address
     if registry.known.has(node, script.sha):
-        reply = await s.send_one(call.evalsha().args)
+        keys, args = call.keys, call.args
+        verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
+        reply = await s.send_one((verb, script.sha, len(keys), *keys, *args))
         if reply.__class__ is not ReplyError:
             return reply
         if not reply.is_noscript:
@@ -125,6 +127,9 @@ def _raise_or_return(result: Any) -> Any:
     return result
 
 
+_POOLED: set[type] = set()  # client classes known to be plain (non-cluster) redis.asyncio.Redis
+
+
 async def call_async(
     registry: ScriptRegistry,
     client: Any,
@@ -138,13 +143,26 @@ async def call_async(
     args_t: tuple[Value, ...] = tuple(args)
     script.check_call(keys_t, args_t)
     call = ScriptCall(script, keys_t, args_t)
-    if isinstance(client, RedisCluster):
-        from luapipe.aio_cluster import cluster_call
+    if client.__class__ not in _POOLED:
+        if isinstance(client, RedisCluster):
+            from luapipe.aio_cluster import cluster_call
 
-        return await cluster_call(registry, client, call)
-    require_async_client(client, "call_async", "reg.call(client, ...)")
-    async with async_session(client) as s:
+            return await cluster_call(registry, client, call)
+        require_async_client(client, "call_async", "reg.call(client, ...)")
+        _POOLED.add(client.__class__)
+    if client.single_connection_client:
+        async with async_session(client) as s:
+            return await call_on(registry, s, call)
+    # The hot path, flattened (no context manager): same steps as async_session.
+    pool = client.connection_pool
+    conn = await acquire(pool)
+    s = AsyncSession(client, conn)
+    try:
         return await call_on(registry, s, call)
+    finally:
+        if s.pending or s.broken:
+            await conn.disconnect(nowait=True)
+        await pool.release(conn)
 
 
 # -- load / status / flush ----------------------------------------------------------------
