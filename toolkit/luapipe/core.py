@@ -129,7 +129,7 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
             )
         return ScriptRuntimeError(f"{where}: {message} (script {script.name})")
     generic = translate(ResponseError(text))
-    if type(generic) is not ServerError:
+    if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
         return generic
     return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
 

@@ -164,7 +164,14 @@ def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> Lua
         ("WRONGPASS", "NOAUTH", "invalid username-password")
     ):
         return AuthenticationFailed(f"authentication failed{at}: {text}")
+    if isinstance(exc, rex.InvalidResponse):
+        return ConnectionFailed(f"the server{at} did not answer like Redis ({text})")
     if isinstance(exc, rex.ResponseError):
+        if "Protocol error: invalid bulk length" in text or "Protocol error: too big" in text:
+            return ServerError(
+                f"the server{at} refused the request: an argument is larger than its "
+                f"proto-max-bulk-len; nothing ran ({text})"
+            )
         if text.startswith("BUSY"):
             return BusyError(f"BUSY: the server{at} is running a slow script ({text})")
         if text.startswith("CROSSSLOT"):
