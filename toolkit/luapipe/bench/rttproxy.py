@@ -3,8 +3,10 @@
 This machine's kernel has no ``sch_netem``, so RTT is simulated in user space. The proxy
 holds every chunk it reads for half the RTT in each direction before forwarding it, so a
 request/response exchange costs one RTT. Timers: sleep (``select``) until 60 us before the
-deadline, then spin; ``time.sleep`` alone overshoots by ~90 us here. One thread, one queue
-per direction: byte order and per-connection streams are preserved exactly.
+deadline, then spin; ``time.sleep`` alone overshoots by ~90 us here. Deadlines count from
+the kernel's receive timestamp (SO_TIMESTAMPNS), so the proxy's own wake-up latency does not
+stretch the RTT. One thread, one queue per direction: byte order and per-connection streams
+are preserved exactly.
 
 Control: the parent writes ``rtt <ms>`` lines to the proxy's stdin (answered ``ok``), so one
 proxy serves every RTT of a run. :func:`calibrate` measures what the proxy really adds
@@ -17,6 +19,7 @@ import contextlib
 import os
 import select
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -28,6 +31,7 @@ from luapipe.bench.calibrate import Calibration, calibrate, measure_ping, measur
 
 __all__ = ["Calibration", "RttProxy", "calibrate", "measure_ping", "measure_ping_rtt_us"]
 
+SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux
 SPIN_S = 60e-6  # the floor; the proxy measures its own timer overshoot at start
 
 
@@ -43,6 +47,25 @@ def _timer_overshoot() -> float:
 
 
 CHUNK = 262144
+
+
+ANCILLARY = socket.CMSG_SPACE(16)
+
+
+def _arrival(anc: list[tuple[int, int, bytes]]) -> float:
+    """When the bytes reached the socket (kernel timestamp), on the perf_counter clock.
+
+    Deadlines count from arrival, not from when this process woke up to read, so the
+    proxy's wake-up latency does not add to the simulated RTT.
+    """
+    now = time.perf_counter()
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+            sec, nsec = struct.unpack("qq", raw[:16])
+            age = (time.time_ns() - (int(sec) * 1_000_000_000 + int(nsec))) / 1e9
+            if 0.0 <= age < 0.5:  # trust it only when it is plausible
+                return now - age
+    return now
 
 
 class _Direction:
@@ -72,6 +95,8 @@ class _Proxy:
             return
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with contextlib.suppress(OSError, AttributeError):
+                s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             s.setblocking(False)
         for a, b in ((client, server), (server, client)):
             d = _Direction(a, b)
@@ -96,7 +121,7 @@ class _Proxy:
         if d is None:
             return
         try:
-            data = s.recv(CHUNK)
+            data, anc, _flags, _addr = s.recvmsg(CHUNK, ANCILLARY)
         except BlockingIOError:
             return
         except OSError:
@@ -105,7 +130,7 @@ class _Proxy:
         if not data:
             d.eof = True
             return
-        now = time.perf_counter()
+        now = _arrival(anc)
         if self.half <= 0 and not d.queue:
             d.out += data
         else:

@@ -18,7 +18,7 @@ import redis
 from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_cost
 from luapipe.bench.counting import counting_client
 from luapipe.bench.loop import Bystander, ClientPlan, WorkerResult, run_client, run_clients
-from luapipe.bench.manifest import build_manifest, refuse_fake
+from luapipe.bench.manifest import build_manifest, netem_available, refuse_fake
 from luapipe.bench.model import FormCost, crossovers
 from luapipe.bench.results import BenchResult, Record
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
@@ -215,7 +215,20 @@ def run_bench(
                 if r.operation == w.name and r.clients == clients and r.rtt_ms_nominal == low
             ]
             xs.extend(crossovers(w.name, clients, costs))
-    return BenchResult(manifest=manifest, calibrations=cals, records=records, crossovers=xs)
+    notes = [
+        "RTT 0 runs connect directly; RTT > 0 runs go through the delay proxy, whose own "
+        "overhead (proxy at delay 0 minus direct) is in the calibration table.",
+        "The model (round trips x wire time + server + client CPU) is compared with the "
+        "measured mean for 1 client, closed loop, batch 1; wire time is the bystander's GET "
+        "p50 minus its CPU on the same path during the run (a raw PING probe without it).",
+        "Server us/op and server commands/op come from INFO commandstats deltas; the "
+        "bystander's GETs are subtracted (an estimate when the operation also uses GET).",
+    ]
+    if not netem_available():
+        notes.append("This kernel has no sch_netem, so RTT is simulated in user space.")
+    return BenchResult(
+        manifest=manifest, calibrations=cals, records=records, crossovers=xs, notes=notes
+    )
 
 
 def _cost(r: Record) -> FormCost:
