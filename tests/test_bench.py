@@ -216,3 +216,18 @@ def test_generated_operation_runs_in_every_form(url: str) -> None:
     assert by_form["script"].round_trips_per_op == pytest.approx(1.0)
     assert by_form["script"].invariant_ok and by_form["script"].errors == 0
     assert result.manifest["spec"]["workloads"][0]["kind"] == "generated"
+
+
+@dataclass(frozen=True)
+class ServerGone(WrongType):
+    name: str = "gone"
+
+    def reset(self, client: redis.Redis) -> None:
+        raise redis.ConnectionError("Connection refused")
+
+
+def test_losing_the_server_is_a_luapipe_error(url: str) -> None:
+    from luapipe.errors import LuapipeError
+
+    with pytest.raises(LuapipeError):
+        run_bench(url, [ServerGone()], QUICK)

@@ -190,6 +190,7 @@ def build_record(
         server_commands_per_op=_div(t.server_calls, ops),
         client_cpu_usec_per_op=cpu_us,
         abort_rate=_div(t.retries, t.retries + t.calls),
+        watch_attempts_per_op=1.0 + _div(t.retries, t.calls) if form == "transaction" else None,
         error_samples=t.samples[:5],
         invariant_detail="; ".join(dict.fromkeys(t.details))[:500],
         bystander_p99_ms=by.p99,

@@ -43,6 +43,7 @@ class Record:
     server_commands_per_op: float = 0.0
     client_cpu_usec_per_op: float = 0.0
     abort_rate: float = 0.0
+    watch_attempts_per_op: float | None = None  # transaction form: EXEC attempts per call
     error_samples: list[str] = field(default_factory=list)
     invariant_detail: str = ""
     bystander_p99_ms: float | None = None

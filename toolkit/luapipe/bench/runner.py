@@ -23,6 +23,7 @@ from luapipe.bench.model import FormCost, crossovers
 from luapipe.bench.results import BenchResult, Record
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
 from luapipe.bench.workloads import Workload
+from luapipe.errors import mask_url, translate
 
 __all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
 
@@ -175,7 +176,23 @@ def run_bench(
     config: BenchConfig,
     progress: Callable[[Progress], None] | None = None,
 ) -> BenchResult:
-    """Benchmark ``workloads`` on the real server at ``url``; never prints."""
+    """Benchmark ``workloads`` on the real server at ``url``; never prints.
+
+    Errors of single operations are counted in the records; losing the server itself (it
+    stopped answering the harness) raises a :class:`~luapipe.errors.LuapipeError`.
+    """
+    try:
+        return _run_bench(url, workloads, config, progress)
+    except redis.RedisError as exc:
+        raise translate(exc, where=mask_url(url), sent=True) from None
+
+
+def _run_bench(
+    url: str,
+    workloads: Sequence[Workload],
+    config: BenchConfig,
+    progress: Callable[[Progress], None] | None,
+) -> BenchResult:
     run = _Run(url, workloads, config, progress)
     kw = run.admin.connection_pool.connection_kwargs
     host, port = str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379))

@@ -26,6 +26,7 @@ Schema (``schema_version`` 1)::
         "round_trips_per_op", "commands_per_op",  # measured by a counting connection
         "server_usec_per_op", "server_commands_per_op",  # INFO commandstats deltas
         "retries_per_op", "abort_rate", "errors", "error_samples",
+        "watch_attempts_per_op",     # transaction form only: WATCH/EXEC attempts per call
         "invariant_ok", "invariant_detail",
         "batch", "calls", "duration_s", "rate",
         "latency_ms_uncorrected",    # open loop only: from the actual send, not the due time
