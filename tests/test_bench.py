@@ -11,7 +11,7 @@ import redis
 
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.manifest import refuse_fake
-from luapipe.bench.model import FormCost, crossovers
+from luapipe.bench.model import FormCost, crossovers, fit_cost
 from luapipe.bench.runner import BenchConfig, retarget, run_bench
 from luapipe.bench.server import ServerProcess
 from luapipe.bench.stats import LatencyHistogram
@@ -171,8 +171,10 @@ def test_histogram_withholds_unsupported_percentiles() -> None:
 
 
 def test_crossover_rtt_from_the_model() -> None:
-    naive = FormCost("naive", 5, 20.0, 100.0, 0.05)
-    script = FormCost("script", 1, 400.0, 50.0, 0.05)
+    # naive: 5 trips, 0.12 ms fixed; script: 1 trip, 0.45 ms fixed; 0.05 ms wire at RTT 0
+    naive = fit_cost("naive", [(0.0, 0.05, 5, 0.37), (1.0, 1.05, 5, 5.37)])
+    script = FormCost("script", 1, 0.45, 0.05)
+    assert naive == FormCost("naive", 5, pytest.approx(0.12), pytest.approx(0.05))
     (x,) = crossovers("op", 1, [naive, script])
     # 5 (0.05 + r) + 0.12 = (0.05 + r) + 0.45  ->  r = 0.0325 ms of added RTT
     assert x.fewer_trips == "script" and x.rtt_ms == pytest.approx(0.0325)

@@ -36,6 +36,7 @@ class Recommendation:
     form: str | None
     text: str
     reasons: tuple[str, ...]
+    headline: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,7 +86,10 @@ def _reasons(best: dict[str, Any], rows: list[dict[str, Any]], ruled_out: list[s
     if best["form"] in ATOMIC:
         out.append("atomic: no other client ever sees a half-done update")
     else:
-        out.append("not atomic: another client can see the update half done")
+        out.append(
+            "not atomic: other clients can see it half done, and a read-then-write can lose "
+            "updates under contention"
+        )
     faster = [r for r in rows if float(r["ops_per_sec"]) > rate * 1.02 and r is not best]
     for r in faster:
         out.append(f"{r['form']} is {float(r['ops_per_sec']) / rate - 1:.0%} faster but not atomic")
@@ -118,10 +122,13 @@ def recommend(records: list[dict[str, Any]]) -> list[Recommendation]:
         best, ruled_out = _pick(rows)
         where = f"at {rtt:g} ms RTT with {clients} client{'s' if clients != 1 else ''}"
         if best is None:
-            text = f"{op}: no form ran correctly {where}; see the errors."
-            out.append(Recommendation(op, rtt, clients, None, text, tuple(ruled_out)))
+            text = f"{op} {where}: no form ran correctly; see the errors."
+            out.append(Recommendation(op, rtt, clients, None, text, tuple(ruled_out), text))
             continue
         reasons = _reasons(best, rows, ruled_out)
-        text = f"{op}: use {best['form']} {where}: " + "; ".join(reasons[:3]) + "."
-        out.append(Recommendation(op, rtt, clients, str(best["form"]), text, tuple(reasons)))
+        headline = f"{op} {where}: use {best['form']}"
+        text = f"{headline}: " + "; ".join(reasons[:3]) + "."
+        out.append(
+            Recommendation(op, rtt, clients, str(best["form"]), text, tuple(reasons), headline)
+        )
     return out

@@ -1,16 +1,20 @@
-"""The round-trip model: latency per call = round trips x wire time + server + client time.
+"""The round-trip model: latency per call = round trips x wire time + fixed time.
 
-``wire time`` is what one request/response costs on the network path alone: the median PING
-through the proxy (or direct at RTT 0) from calibration. Fitting the model to one
-measurement per form gives the crossover RTT where a form with fewer round trips overtakes
-one with more: ``a_f + rt_f * r = a_g + rt_g * r``.
+``wire time`` is what one request/response costs on the network path alone (measured in-band
+during each run); ``fixed time`` is the server plus client time of one call. Beside each
+measurement the model is predicted from its parts (server us from INFO commandstats, client
+CPU). For the crossover, each form's fixed time is fitted from its measurements at every
+RTT (the median of ``latency - round_trips x wire``), which is steadier than one point; then
+``rt_a * (w0 + r) + F_a = rt_b * (w0 + r) + F_b`` gives the added RTT ``r`` where the form
+with fewer round trips overtakes the other.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
-__all__ = ["Crossover", "FormCost", "crossovers", "predict_ms"]
+__all__ = ["Crossover", "FormCost", "crossovers", "fit_cost", "predict_ms"]
 
 
 def predict_ms(round_trips: float, wire_ms: float, server_us: float, client_us: float) -> float:
@@ -20,26 +24,31 @@ def predict_ms(round_trips: float, wire_ms: float, server_us: float, client_us: 
 
 @dataclass(frozen=True)
 class FormCost:
-    """One form's model inputs per call, measured at ``wire_ms``."""
+    """One form per call: round trips, fixed time (server + client), wire time at RTT 0."""
 
     form: str
     round_trips: float
-    server_us: float
-    client_us: float
-    wire_ms: float
+    fixed_ms: float
+    wire0_ms: float
 
     def at(self, added_rtt_ms: float) -> float:
         """Predicted latency (ms) when ``added_rtt_ms`` is added to every round trip."""
-        return predict_ms(
-            self.round_trips, self.wire_ms + added_rtt_ms, self.server_us, self.client_us
-        )
+        return self.round_trips * (self.wire0_ms + added_rtt_ms) + self.fixed_ms
+
+
+def fit_cost(form: str, points: list[tuple[float, float, float, float]]) -> FormCost:
+    """From ``(added_rtt_ms, wire_ms, round_trips, mean_latency_ms)`` per measured RTT."""
+    rt = statistics.median(p[2] for p in points)
+    fixed = statistics.median(p[3] - p[2] * p[1] for p in points)
+    wire0 = statistics.median(p[1] - p[0] for p in points)
+    return FormCost(form, rt, max(0.0, fixed), max(0.0, wire0))
 
 
 @dataclass(frozen=True)
 class Crossover:
     """Above ``rtt_ms`` (added RTT), ``fewer_trips`` is faster than ``more_trips``.
 
-    ``rtt_ms`` is 0.0 when ``fewer_trips`` wins at every RTT, and ``None`` when it never does.
+    ``rtt_ms`` is 0.0 when ``fewer_trips`` wins at every RTT.
     """
 
     operation: str

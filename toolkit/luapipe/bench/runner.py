@@ -19,7 +19,7 @@ from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_
 from luapipe.bench.counting import counting_client
 from luapipe.bench.loop import Bystander, ClientPlan, WorkerResult, run_client, run_clients
 from luapipe.bench.manifest import build_manifest, netem_available, refuse_fake
-from luapipe.bench.model import FormCost, crossovers
+from luapipe.bench.model import crossovers, fit_cost
 from luapipe.bench.results import BenchResult, Record
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
 from luapipe.bench.workloads import Workload
@@ -223,14 +223,18 @@ def _run_bench(
             proxy.stop()
         run.admin.close()
     xs = []
-    low = min(config.rtts_ms)
     for w in workloads:
         for clients in config.clients:
-            costs = [
-                _cost(r)
-                for r in records
-                if r.operation == w.name and r.clients == clients and r.rtt_ms_nominal == low
-            ]
+            costs = []
+            for form in w.forms:
+                points = [
+                    _point(r)
+                    for r in records
+                    if (r.operation, r.form, r.clients) == (w.name, form, clients)
+                    and r.latency_ms.get("mean") is not None
+                ]
+                if points:
+                    costs.append(fit_cost(form, points))
             xs.extend(crossovers(w.name, clients, costs))
     notes = [
         "RTT 0 runs connect directly; RTT > 0 runs go through the delay proxy, whose own "
@@ -248,8 +252,7 @@ def _run_bench(
     )
 
 
-def _cost(r: Record) -> FormCost:
-    b = r.batch
-    rt = r.round_trips_per_op * b
-    server, client = r.server_usec_per_op * b, r.client_cpu_usec_per_op * b
-    return FormCost(r.form, rt, server, client, r.wire_ms)
+def _point(r: Record) -> tuple[float, float, float, float]:
+    """(added RTT, wire time, round trips, mean latency) of one call."""
+    mean = r.latency_ms.get("mean") or 0.0
+    return r.rtt_ms_measured, r.wire_ms, r.round_trips_per_op * r.batch, mean

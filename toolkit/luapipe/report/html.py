@@ -114,7 +114,26 @@ def render_html(result: dict[str, Any]) -> str:
         }
         for op, rows in by_op.items()
     ]
-    return _env().get_template("report.html.j2").render(result=data, sections=sections)
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(result=data, sections=sections, summary=_summary(data))
+    )
+
+
+def _summary(data: dict[str, Any]) -> dict[str, Any]:
+    """Operation x RTT grid of recommended forms (fewest clients measured)."""
+    recs = data.get("recommendations", [])
+    if not recs:
+        return {"rtts": [], "rows": []}
+    c0 = min(int(r["clients"]) for r in recs)
+    rtts = sorted({float(r["rtt_ms"]) for r in recs})
+    grid: dict[str, dict[float, Any]] = defaultdict(dict)
+    for r in recs:
+        if int(r["clients"]) == c0:
+            grid[str(r["operation"])][float(r["rtt_ms"])] = r
+    rows = [{"operation": op, "cells": [cells.get(t) for t in rtts]} for op, cells in grid.items()]
+    return {"rtts": rtts, "rows": rows, "clients": c0}
 
 
 def write_html(result: dict[str, Any], path: str | Path) -> None:
