@@ -10,6 +10,7 @@ import fakeredis
 import pytest
 import redis
 import redis.asyncio
+from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser, _AsyncRESP3Parser
 
 from luapipe import aio
 from luapipe.bench.server import ServerProcess
@@ -229,6 +230,64 @@ def test_connections_killed_while_idle_reconnect_before_sending(
     )
     assert run(factory, body) == (1, 2)
     assert calls(r, "script|load") == 2 and r.get("a") == b"2"
+
+
+def test_cancelled_transaction_is_not_rerun(
+    r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+) -> None:
+    async def body(c: redis.asyncio.Redis) -> Any:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1), reg.pipeline(c, transaction=True) as p:
+                p.call("slow", keys=["ran"], args=[300]).incr("plain")
+                await p.execute()
+        await asyncio.sleep(0.35)
+        async with reg.pipeline(c) as p:
+            p.get("ran").get("plain")
+            return await p.execute()
+
+    factory: Factory = lambda **x: redis.asyncio.Redis(  # noqa: E731
+        host=redis_server.host, port=redis_server.port, **x
+    )
+    assert run(factory, body) == [b"1", b"1"]  # the whole transaction ran once
+
+
+PARSERS = {
+    "resp2-python": {"protocol": 2, "parser_class": _AsyncRESP2Parser},
+    "resp3-python": {"protocol": 3, "parser_class": _AsyncRESP3Parser},
+    "resp2-hiredis": {"protocol": 2, "parser_class": _AsyncHiredisParser},
+    "resp3-hiredis": {"protocol": 3, "parser_class": _AsyncHiredisParser},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(PARSERS))
+def test_every_protocol_and_parser(
+    r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry, variant: str
+) -> None:
+    async def body(c: redis.asyncio.Redis) -> tuple[Any, ...]:
+        one = await reg.call(c, "counted", keys=["a"], args=[3])
+        async with reg.pipeline(c) as p:
+            p.call("counted", keys=["a"], args=[1]).zadd("z", {"m": 2.5})
+            p.zrange("z", 0, -1, withscores=True).hgetall("none")
+            piped = await p.execute()
+        async with reg.pipeline(c, transaction=True) as p:
+            p.call("counted", keys=["a"], args=[1]).zscore("z", "m")
+            return one, piped, await p.execute()
+
+    async def main() -> tuple[Any, ...]:
+        pool = redis.asyncio.ConnectionPool(
+            host=redis_server.host, port=redis_server.port, **PARSERS[variant]
+        )
+        c = redis.asyncio.Redis(connection_pool=pool)
+        try:
+            return await body(c)
+        finally:
+            await c.aclose()
+            await pool.aclose()
+
+    one, piped, tx = asyncio.run(main())
+    assert one == 3 and tx == [5, 2.5]
+    assert piped[:2] == [4, 1] and piped[3] == {}
+    assert [tuple(x) for x in piped[2]] == [(b"m", 2.5)]
 
 
 def test_status_load_flush(aclient: Factory, reg: ScriptRegistry) -> None:

@@ -160,3 +160,19 @@ def test_load_and_status_visit_every_node(
 
     assert run(cluster, body) == [()] * 3
     assert stat(sync_nodes, "script|load") == [2, 2, 2]
+
+
+def test_a_stale_slot_map_is_followed_and_the_call_runs_once(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> Any:
+        await c.initialize()
+        slot = c.keyslot("a")
+        owner = c.nodes_manager.slots_cache[slot][0]
+        other = next(n for n in c.get_primaries() if n.name != owner.name)
+        c.nodes_manager.slots_cache[slot] = [other]  # as after a resharding we missed
+        return await reg.call(c, "counted", keys=["a"], args=[5])
+
+    assert run(cluster, body) == 5
+    assert sum(stat(sync_nodes, "evalsha")) == 1  # refused with MOVED (not run), then ran once
+    assert sum(stat(sync_nodes, "script|load")) == 2  # loaded on the wrong node, then the owner
