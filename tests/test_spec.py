@@ -69,7 +69,8 @@ def test_every_problem_is_reported_with_file_line_and_field() -> None:
     assert problems == [
         "bad.toml:6: args.qty: unknown type 'integer' (hint: int, float, str, bool, list[str], "
         "list[int])",
-        "bad.toml:16: reads[2].key: unknown name 'stok' (known: available, stock) at column 1 in 'stok'",
+        "bad.toml:16: reads[2].key: unknown name 'stok' (known: available, stock) at column 1 "
+        "in 'stok'",
         "bad.toml:19: let.ok: if() needs a bool (no truthiness: compare explicitly), got str? "
         "(use coalesce(x, default) for a value that may be nil) at column 4 in "
         "'if(available, 1, 0)'",
@@ -124,7 +125,11 @@ INJECT = """\
 name = "inject"
 description = "x\\"\\"\\" + __import__('os').system('touch /tmp/pwned') + \\"\\"\\" ]] {{ 1 }} {%"
 keys = [{ name = "k", doc = "\\n return redis.call('FLUSHALL') --" }]
-returns = ["'\\\\'); redis.call(\\"FLUSHALL\\") --'", "'\\" + __import__(\\"os\\").getcwd() + \\"'", "v"]
+returns = [
+  "'\\\\'); redis.call(\\"FLUSHALL\\") --'",
+  "'\\" + __import__(\\"os\\").getcwd() + \\"'",
+  "v",
+]
 
 [args]
 v = { type = "str", doc = "\\"\\"\\"); import os #" }

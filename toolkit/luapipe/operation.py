@@ -161,7 +161,9 @@ class Operation:
         return max((r.level + 1 for r in self.reads), default=0)
 
     def round_trips(self, form: str) -> int | None:
-        """Round trips per call in steady state (None for ``naive``: one per command)."""
+        """Round trips per call in steady state (None for ``naive``: one per command).
+
+        ``pipelined`` saves its write round trip when every write's ``when`` is false."""
         if form in ("script", "function"):
             return 1
         if form == "pipelined":
