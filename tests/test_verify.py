@@ -92,3 +92,169 @@ def test_cli_verify_mismatch_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyP
     res = CliRunner().invoke(main, ["verify", spec, "--fake", "--cases", "20"])
     assert res.exit_code == 1
     assert "MISMATCH" in res.output and "naive and pipelined disagree" in res.output
+
+
+EVERYTHING = """
+name = "everything"
+description = "Every read command, loops over reads, conditional writes with expiry."
+keys = ["h", "l", "s", "z", "t"]
+returns = ["fields", "nums", "total", "big", "first", "member", "ranks", "flags", "sizes"]
+
+[args]
+f = { type = "str", samples = ["a", "b"] }
+m = { type = "str", samples = ["a", "c", "1"] }
+n = { type = "int", min = -2, max = 3 }
+ttl = { type = "int", min = 100, max = 500 }
+
+[[reads]]
+name = "fields"
+cmd = "HGETALL"
+key = "h"
+
+[[reads]]
+name = "hv"
+cmd = "HGET"
+key = "h"
+args = ["f"]
+
+[[reads]]
+name = "nums"
+cmd = "LRANGE"
+key = "l"
+args = ["0", "n"]
+
+[[reads]]
+name = "first"
+cmd = "LINDEX"
+key = "l"
+args = ["0"]
+
+[[reads]]
+name = "member"
+cmd = "SISMEMBER"
+key = "s"
+args = ["m"]
+
+[[reads]]
+name = "zr"
+cmd = "ZRANK"
+key = "z"
+args = ["m"]
+
+[[reads]]
+name = "zrr"
+cmd = "ZREVRANK"
+key = "z"
+args = ["m"]
+
+[[reads]]
+name = "zs"
+cmd = "ZSCORE"
+key = "z"
+args = ["m"]
+
+[[reads]]
+name = "low"
+cmd = "ZRANGEBYSCORE"
+key = "z"
+args = ["'-inf'", "n"]
+
+[[reads]]
+name = "counts"
+each = "[1, 2]"
+cmd = "ZCOUNT"
+key = "z"
+args = ["'-inf'", "it * n"]
+
+[[reads]]
+name = "exists"
+cmd = "EXISTS"
+key = "t"
+
+[[reads]]
+name = "t_ttl"
+cmd = "TTL"
+key = "t"
+
+[[reads]]
+name = "hx"
+cmd = "HEXISTS"
+key = "h"
+args = ["f"]
+
+[[reads]]
+name = "sizes0"
+cmd = "HLEN"
+key = "h"
+
+[[reads]]
+name = "sizes1"
+cmd = "LLEN"
+key = "l"
+
+[[reads]]
+name = "sizes2"
+cmd = "SCARD"
+key = "s"
+
+[[reads]]
+name = "sizes3"
+cmd = "ZCARD"
+key = "z"
+
+[[reads]]
+name = "sizes4"
+cmd = "STRLEN"
+key = "t"
+
+[let]
+total = "sum(map(filter(nums, x -> len(x) < 3), x -> coalesce(int(x), 0) * 2))"
+big = "coalesce(zs, -1.5) * 2 + 0.25"
+ranks = "[coalesce(zr, -1), coalesce(zrr, -1), len(low), sum(counts)]"
+flags = "[if(member, 1, 0), if(exists, 1, 0), if(hx, 1, 0), t_ttl, if(contains(low, m), 7, 8)]"
+sizes = "[sizes0, sizes1, sizes2, sizes3, sizes4, len(coalesce(hv, '')), len(fields)]"
+
+[[writes]]
+each = "filter(nums, x -> x != m)"
+cmd = "SADD"
+key = "s"
+args = ["it"]
+
+[[writes]]
+cmd = "SETEX"
+key = "t"
+args = ["ttl", "str(big) .. '|' .. coalesce(first, '')"]
+when = "not is_nil(first)"
+
+[[writes]]
+cmd = "HINCRBY"
+key = "h"
+args = ["f", "n"]
+when = "n > 0"
+
+[[writes]]
+cmd = "RPUSH"
+key = "l"
+args = ["m", "str(total)"]
+
+[[writes]]
+cmd = "LTRIM"
+key = "l"
+args = ["0", "4"]
+
+[[writes]]
+cmd = "ZREM"
+key = "z"
+args = ["m"]
+when = "member"
+"""
+
+
+def test_every_read_command_and_loop_agrees(r: redis.Redis, fake: redis.Redis) -> None:
+    from luapipe.spec import parse_operation
+
+    op = parse_operation(EVERYTHING, "everything.toml")
+    real = verify(op, r, cases=300, seed=21)
+    assert real.ok, real.mismatch.describe() if real.mismatch else ""
+    fake_report = verify(op, fake, cases=40, seed=22)
+    assert fake_report.ok, fake_report.mismatch.describe() if fake_report.mismatch else ""
