@@ -60,3 +60,13 @@ def test_no_correct_form_says_so() -> None:
 def test_one_recommendation_per_rtt_and_clients() -> None:
     rows = [rec("naive", 100), rec("naive", 50, rtt_ms_nominal=2.0), rec("naive", 90, clients=4)]
     assert len(recommend(rows)) == 3
+
+
+def test_read_compute_write_needs_an_atomic_form() -> None:
+    rows = [
+        rec("pipelined", 2000, read_compute_write=True),
+        rec("script", 1500, read_compute_write=True),
+    ]
+    (r,) = recommend(rows)
+    assert r.form == "script"
+    assert any("ruled out: pipelined: its writes depend on its reads" in w for w in r.reasons)

@@ -1,6 +1,8 @@
 """Which form to use, in plain words, from benchmark records (the JSON ``records`` list).
 
-For each (operation, RTT, clients) point: forms that lost updates or failed are ruled out;
+For each (operation, RTT, clients) point: forms that lost updates or failed are ruled out,
+and so are non-atomic forms of a read-compute-write (they race even when this run's
+contention did not show it);
 the fastest remaining form wins, except that an atomic form within 10% of a non-atomic
 winner is preferred (it is as fast and nobody sees a half-done update). The reasons name
 the throughput gain, round trips, latency, server CPU, the bystander's p99, aborts and the
@@ -54,6 +56,11 @@ def _pick(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]
             ruled_out.append(
                 f"{r['form']} lost updates ({r.get('invariant_detail') or 'invariant failed'})"
             )
+        elif r.get("read_compute_write") and r["form"] not in ATOMIC:
+            ruled_out.append(
+                f"{r['form']}: its writes depend on its reads, and without atomicity another "
+                "client can change the data in between (lost updates under contention)"
+            )
         elif r["errors"] and r["ops"] == 0:
             ruled_out.append(f"{r['form']} failed: every call returned an error")
         elif r["ops"] > 0:
@@ -90,7 +97,14 @@ def _reasons(best: dict[str, Any], rows: list[dict[str, Any]], ruled_out: list[s
             "not atomic: other clients can see it half done, and a read-then-write can lose "
             "updates under contention"
         )
-    faster = [r for r in rows if float(r["ops_per_sec"]) > rate * 1.02 and r is not best]
+    faster = [
+        r
+        for r in rows
+        if float(r["ops_per_sec"]) > rate * 1.02
+        and r is not best
+        and r["invariant_ok"]
+        and not r.get("read_compute_write")
+    ]
     for r in faster:
         out.append(f"{r['form']} is {float(r['ops_per_sec']) / rate - 1:.0%} faster but not atomic")
     cheapest = min(rows, key=lambda r: float(r["server_usec_per_op"]))

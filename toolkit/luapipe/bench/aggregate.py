@@ -200,4 +200,5 @@ def build_record(
         model_latency_ms=model,
         model_error_pct=err if clients == 1 and rate is None and b == 1 else None,
         atomic=form in ATOMIC_FORMS,
+        read_compute_write=bool(w.describe().get("read_compute_write", False)),
     )

@@ -79,6 +79,7 @@ class OperationWorkload:
         return {
             "name": self.name,
             "kind": "generated",
+            "read_compute_write": bool(self.op.reads) and bool(self.op.writes),
             "path": str(self.op.path),
             "description": str(self.op.description),
             "contention": self.contention,

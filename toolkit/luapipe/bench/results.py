@@ -53,6 +53,7 @@ class Record:
     model_latency_ms: float | None = None
     model_error_pct: float | None = None
     atomic: bool = False
+    read_compute_write: bool = False  # writes depend on reads: non-atomic forms can race
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

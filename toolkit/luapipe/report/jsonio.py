@@ -36,7 +36,8 @@ Schema (``schema_version`` 1)::
         "rtt_ms_under_load",         # added RTT by raw PING beside each slice, under load
         "wire_ms",                   # one round trip without client CPU: the bystander's GET
                                      # p50 minus its CPU (in-band), else a raw PING probe
-        "model_latency_ms", "model_error_pct", "atomic"
+        "model_latency_ms", "model_error_pct", "atomic",
+        "read_compute_write"         # the writes depend on reads: non-atomic forms can race
       }],
       "crossovers": [{"operation", "clients", "more_trips", "fewer_trips", "rtt_ms", "text"}],
       "recommendations": [{"operation", "rtt_ms", "clients", "form", "text", "reasons"}],
