@@ -42,7 +42,7 @@ from luapipe.loader import discover
 from luapipe.registry import ScriptRegistry, bundled_scripts_dir
 from luapipe.script import LuaScript
 
-__all__ = ["Chaos", "RunCounts", "ScriptRuns", "find_scripts_dir"]
+__all__ = ["Chaos", "RunCounts", "ScriptRuns", "find_scripts_dir", "is_active"]
 
 BOTH = "luapipe_both"
 
@@ -58,10 +58,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("luapipe_scripts_dir", "directory of *.lua scripts for luapipe_registry")
 
 
+_ACTIVE: list[pytest.Config] = []  # the sessions this plugin is registered in
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{BOTH}: run the test on a real redis-server and on fakeredis"
     )
+    _ACTIVE.append(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config in _ACTIVE:
+        _ACTIVE.remove(config)
+
+
+def is_active() -> bool:
+    """Whether pytest loaded this plugin (entry point, ``-p`` or ``pytest_plugins``)."""
+    return bool(_ACTIVE)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -281,8 +295,12 @@ class Chaos:
 
 
 @pytest.fixture
-def luapipe_runs(luapipe_redis: redis.Redis) -> ScriptRuns:
-    return ScriptRuns(luapipe_redis)
+def luapipe_runs(request: pytest.FixtureRequest, luapipe_backend: str) -> ScriptRuns:
+    """Script runs on the real server (INFO commandstats); fakeredis has no such counters."""
+    if luapipe_backend == "fake":
+        pytest.skip("luapipe_runs counts on the real server only (fakeredis has no INFO stats)")
+    client: redis.Redis = request.getfixturevalue("luapipe_redis")
+    return ScriptRuns(client)
 
 
 @pytest.fixture
