@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from luapipe import forms
+from luapipe import clientforms
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.server import ServerProcess
 from luapipe.errors import CallArgumentError, LuapipeError
@@ -105,7 +105,7 @@ def test_transaction_retries_when_a_watched_key_changes(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 5)
-    real_compute = forms._compute
+    real_compute = clientforms._compute
     other = redis.Redis(connection_pool=r.connection_pool)
     interfered = []
 
@@ -115,7 +115,7 @@ def test_transaction_retries_when_a_watched_key_changes(
             other.decrby("stock", 4)
         return real_compute(plan, env)
 
-    monkeypatch.setattr(forms, "_compute", compute_with_a_concurrent_writer)
+    monkeypatch.setattr(clientforms, "_compute", compute_with_a_concurrent_writer)
     result = op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 2})
     assert result.retries == 1 and result.round_trips == 4
     assert result.value == [0, 1]  # the retry saw 1 left and refused: no oversell
@@ -127,15 +127,15 @@ def test_transaction_gives_up_after_bounded_retries(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 100)
-    real_compute = forms._compute
+    real_compute = clientforms._compute
     other = redis.Redis(connection_pool=r.connection_pool)
 
     def always_interfered(plan: Any, env: Any) -> Any:
         other.incr("stock")
         return real_compute(plan, env)
 
-    monkeypatch.setattr(forms, "_compute", always_interfered)
-    monkeypatch.setattr(forms.time, "sleep", lambda s: None)
+    monkeypatch.setattr(clientforms, "_compute", always_interfered)
+    monkeypatch.setattr(clientforms.time, "sleep", lambda s: None)
     with pytest.raises(TransactionAborted, match="WATCH failed 4 times"):
         op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 1}, max_retries=3)
     assert r.get("stock") == b"104"  # only the interfering increments landed
