@@ -416,13 +416,18 @@ def _bench_server(url: str | None) -> Any:
 
 
 def _finish(
-    result: Any, json_path: str | None, csv_path: str | None, html_path: str | None
+    result: Any,
+    json_path: str | None,
+    csv_path: str | None,
+    html_path: str | None,
+    notes: tuple[str, ...] = (),
 ) -> None:
     from luapipe.recommend import recommend
     from luapipe.report import render_table, write_csv, write_html, write_json
 
     data = result.as_dict() if hasattr(result, "as_dict") else result
     data["recommendations"] = [r.as_dict() for r in recommend(data["records"])]
+    data["notes"] = [*notes, *data.get("notes", [])]
     click.echo(render_table(data))
     for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):
         if path:
@@ -483,7 +488,7 @@ def bench(
 
             rep = run_anchors(target, progress=_progress_line)
             click.echo("\n".join(rep.lines()))
-            _finish(rep.bench, json_path, csv_path, html_path)
+            _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
             return
         workloads = resolve_workloads(
             list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import redis
 
 from luapipe.bench.results import BenchResult
+from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
 from luapipe.bench.runner import BenchConfig, Progress, run_bench
 from luapipe.bench.workloads import PingWorkload, UpdateTokenWorkload
 
@@ -30,6 +31,7 @@ class AnchorReport:
     harness_pings_per_s: float
     bare_pings_per_s: float
     bench: BenchResult
+    accuracy: tuple[Calibration, ...] = ()
 
     @property
     def harness_ratio(self) -> float:
@@ -72,7 +74,7 @@ class AnchorReport:
                         f"  model {r.form}: predicted {r.model_latency_ms:.3f} ms vs measured "
                         f"{r.latency_ms['mean']:.3f} ms per call ({r.model_error_pct:+.1f}%)"
                     )
-        for c in self.bench.calibrations:
+        for c in (*self.bench.calibrations, *self.accuracy):
             if c.rtt_ms_nominal > 0 and c.error_pct is not None:
                 out.append(
                     f"proxy: nominal {c.rtt_ms_nominal:g} ms, measured {c.rtt_ms_measured:.4f} ms "
@@ -136,7 +138,23 @@ def run_anchors(
     work = UpdateTokenWorkload(forms=("naive", "pipelined", "script"))
     config = BenchConfig(rtts_ms=rtts_ms, duration_s=duration_s, warmup_s=0.3, rounds=4)
     bench = run_bench(url, [work], config, progress)
-    return AnchorReport(seq, pipe, statistics.median(harness), statistics.median(bare), bench)
+    accuracy = _proxy_accuracy(url, ACCURACY_RTTS)
+    return AnchorReport(
+        seq, pipe, statistics.median(harness), statistics.median(bare), bench, accuracy
+    )
+
+
+ACCURACY_RTTS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
+
+
+def _proxy_accuracy(url: str, rtts: tuple[float, ...]) -> tuple[Calibration, ...]:
+    """Calibrate the proxy at each RTT: nominal vs measured PING round trip."""
+    admin = redis.Redis.from_url(url)
+    kw = admin.connection_pool.connection_kwargs
+    host, port = str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379))
+    admin.close()
+    with RttProxy(host, port) as proxy:
+        return tuple(calibrate(proxy, host, port, r) for r in rtts)
 
 
 def _only(w: PingWorkload, form: str) -> PingWorkload:
