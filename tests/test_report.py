@@ -172,3 +172,10 @@ def test_report_command_fails_in_one_line_on_a_bad_file(tmp_path: Path) -> None:
     run = CliRunner().invoke(main, ["report", str(bad), "--html", str(tmp_path / "o.html")])
     assert run.exit_code == 1
     assert "not a luapipe results file" in run.output
+
+
+def test_charts_follow_the_dimensions_measured() -> None:
+    one = render_html(result(record(), record(form="script", rtt_ms_nominal=1.0)))
+    assert "throughput vs RTT" in one and "throughput vs clients" not in one
+    many = render_html(result(record(), record(clients=4, ops_per_sec=1800.0)))
+    assert "throughput vs clients" in many

@@ -81,7 +81,21 @@ def _charts(op: str, rows: list[dict[str, Any]]) -> list[Markup]:
             x_title="percentile",
         )
     )
-    for t in rtts if len(clients) > 1 else rtts[-1:]:
+    if len(clients) == 1:  # one client count: throughput against RTT says more
+        thr = [
+            Series(f, tuple(at.get((f, t, c0), {}).get("ops_per_sec") for t in rtts)) for f in forms
+        ]
+        charts.append(
+            line_chart(
+                f"{op}: throughput vs RTT ({c0} client{'s' if c0 > 1 else ''})",
+                [f"{t:g}" for t in rtts],
+                thr,
+                "ops/s (log)",
+                log_y=True,
+                x_title="simulated RTT, ms",
+            )
+        )
+    for t in rtts if len(clients) > 1 else ():
         thr = [
             Series(f, tuple(at.get((f, t, c), {}).get("ops_per_sec") for c in clients))
             for f in forms
