@@ -24,7 +24,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions as rex
 
-from luapipe.errors import OutcomeUnknown, translate
+from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
 from luapipe.transport import Command, ReplyError, address_of, full_error_text
 
 __all__ = ["AsyncSession", "acquire", "async_session", "open_connection"]
@@ -46,8 +46,8 @@ async def _write(conn: Any, packed: list[bytes]) -> None:
         await conn.send_packed_command(packed, check_health=False)
         return
     assert writer is not None
-    if transport.is_closing():
-        raise rex.ConnectionError(f"connection to {address_of(conn)} closed before writing")
+    if transport.is_closing():  # nothing written: safe for the caller to retry
+        raise ConnectionFailed(f"connection to {address_of(conn)} closed before sending")
     writer.writelines(packed)
     if transport.get_write_buffer_size():
         async with asyncio.timeout(conn.socket_timeout):
