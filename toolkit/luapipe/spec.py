@@ -44,184 +44,22 @@ from typing import Any
 
 from luapipe.commands import READS, WRITES
 from luapipe.errors import SpecError
-from luapipe.expr import BOOL, INT, STR, ExprError, Type, list_of, parse, parse_type
-from luapipe.operation import ArgSpec, Expr, Invariant, KeySpec, Let, Operation, Read, Write
-from luapipe.typecheck import check
+from luapipe.expr import BOOL, INT, STR, Type, list_of, parse_type
+from luapipe.operation import Invariant, Let, Operation, Read, Write
+from luapipe.specbuild import (
+    NAME_RE,
+    Builder,
+    args_section,
+    key_expr,
+    keys_section,
+    loop_env,
+    string_field,
+)
 
 __all__ = ["load_operation", "load_operations", "parse_operation"]
 
-NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
-RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
-_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
-_FIELD = re.compile(r"^\s*([A-Za-z0-9_\"-]+)\s*=")
 
-
-def _line_index(text: str) -> dict[str, int]:
-    """``'reads[2].key'`` / ``'args.qty'`` / ``'name'`` -> line number."""
-    found: dict[str, int] = {}
-    section, counts = "", dict[str, int]()
-    for no, line in enumerate(text.splitlines(), start=1):
-        h = _HEADER.match(line)
-        if h:
-            name = h[1].replace('"', "")
-            if line.lstrip().startswith("[["):
-                counts[name] = counts.get(name, 0) + 1
-                section = f"{name}[{counts[name]}]"
-            else:
-                section = name
-            found.setdefault(section, no)
-            continue
-        f = _FIELD.match(line)
-        if f:
-            key = f[1].strip('"')
-            path = f"{section}.{key}" if section else key
-            found.setdefault(path, no)
-    return found
-
-
-class _Builder:
-    def __init__(self, text: str, path: str) -> None:
-        self.path = path
-        self.lines = _line_index(text)
-        self.problems: list[str] = []
-        self.env: dict[str, Type] = {}
-        self.levels: dict[str, int] = {}
-        self.key_names: set[str] = set()
-        self.failed: set[str] = set()  # names whose definition failed: no cascade errors
-
-    def problem(self, field: str, message: str) -> None:
-        line = self.lines.get(field)
-        parts = field.split(".")
-        while line is None and parts:
-            parts.pop()
-            line = self.lines.get(".".join(parts)) if parts else None
-        self.problems.append(f"{self.path}:{line or 1}: {field}: {message}")
-
-    def name(self, field: str, value: Any) -> str | None:
-        if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in RESERVED:
-            self.problem(field, f"{value!r} is not a valid name (lower-case letters, digits, _)")
-            return None
-        if value in self.env:
-            self.problem(
-                field,
-                f"name {value!r} is already used (names are shared by keys, args, reads and lets)",
-            )
-            return None
-        return value
-
-    def expr(self, field: str, text: Any, env: dict[str, Type] | None = None) -> Expr | None:
-        if isinstance(text, bool | int | float):
-            text = str(text).lower()
-        if not isinstance(text, str):
-            self.problem(field, 'expected an expression in a string (hint: "qty * 2")')
-            return None
-        try:
-            node = parse(text)
-            t, types = check(node, env if env is not None else self.env)
-        except ExprError as exc:
-            m = re.match(r"unknown name '(\w+)'", str(exc))
-            if m is None or m[1] not in self.failed:
-                self.problem(field, f"{exc} at column {exc.col} in {text!r}")
-            return None
-        return Expr(text, node, t, types)
-
-    def level(self, e: Expr | None) -> int:
-        return 0 if e is None else max((self.levels.get(n, 0) for n in e.names), default=0)
-
-
-def _str(b: _Builder, data: dict[str, Any], field: str, required: bool = True) -> str:
-    v = data.get(field)
-    if v is None and not required:
-        return ""
-    if not isinstance(v, str):
-        b.problem(field, "missing or not a string")
-        return ""
-    return v
-
-
-def _keys(b: _Builder, raw: Any) -> tuple[KeySpec, ...]:
-    if not isinstance(raw, list) or not raw:
-        b.problem("keys", 'needs a list of key names, e.g. keys = ["stock"]')
-        return ()
-    out: list[KeySpec] = []
-    for i, item in enumerate(raw):
-        doc = ""
-        if isinstance(item, dict):
-            doc, item = str(item.get("doc", "")), item.get("name")
-        variadic = isinstance(item, str) and item.endswith("...")
-        if variadic and i != len(raw) - 1:
-            b.problem("keys", "only the last key may be variadic ('name...')")
-        nm = b.name("keys", item[:-3] if variadic and isinstance(item, str) else item)
-        if nm:
-            b.env[nm] = list_of(STR) if variadic else STR
-            b.key_names.add(nm)
-            out.append(KeySpec(nm, doc, variadic))
-    return tuple(out)
-
-
-def _args(b: _Builder, raw: Any) -> tuple[ArgSpec, ...]:
-    if not isinstance(raw, dict):
-        b.problem("args", 'must be a table: [args] qty = { type = "int" }')
-        return ()
-    out: list[ArgSpec] = []
-    for i, (key, spec) in enumerate(raw.items()):
-        field = f"args.{key}"
-        if isinstance(spec, str):
-            spec = {"type": spec}
-        if not isinstance(spec, dict):
-            b.problem(field, "must be a type name or a table with type = ...")
-            continue
-        try:
-            t = parse_type(str(spec.get("type", "")))
-        except ExprError as exc:
-            b.problem(field, f"{exc} (hint: int, float, str, bool, list[str], list[int])")
-            continue
-        if t.kind == "list" and i != len(raw) - 1:
-            b.problem(field, "a list argument must be the last argument")
-        unknown = set(spec) - {"type", "doc", "min", "max", "samples", "key_prefix"}
-        if unknown:
-            b.problem(field, f"unknown field(s) {', '.join(sorted(unknown))}")
-        nm = b.name(field, key)
-        if nm:
-            b.env[nm] = t
-            samples = tuple(spec.get("samples", ()))
-            out.append(
-                ArgSpec(
-                    nm,
-                    t,
-                    str(spec.get("doc", "")),
-                    spec.get("min"),
-                    spec.get("max"),
-                    samples,
-                    bool(spec.get("key_prefix", False)),
-                )
-            )
-    return tuple(out)
-
-
-def _key_expr(b: _Builder, field: str, raw: Any, env: dict[str, Type]) -> tuple[Expr | None, bool]:
-    e = b.expr(field, raw, env)
-    if e is None:
-        return None, False
-    if e.type != STR:
-        b.problem(field, f"a key must be a str, got {e.type}")
-    static = isinstance(raw, str) and (raw.strip() in b.key_names or raw.strip() == "it")
-    return e, not static
-
-
-def _loop_env(b: _Builder, field: str, data: dict[str, Any]) -> tuple[Expr | None, dict[str, Type]]:
-    if "each" not in data:
-        return None, b.env
-    each = b.expr(f"{field}.each", data["each"])
-    if each is None or each.type.kind != "list" or each.type.opt:
-        if each is not None:
-            b.problem(f"{field}.each", f"needs a list, got {each.type}")
-        return None, b.env
-    assert each.type.elem is not None
-    return each, {**b.env, "it": each.type.elem}
-
-
-def _reads(b: _Builder, raw: Any) -> tuple[Read, ...]:
+def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
     out: list[Read] = []
     for i, data in enumerate(raw if isinstance(raw, list) else [], start=1):
         field = f"reads[{i}]"
@@ -230,8 +68,8 @@ def _reads(b: _Builder, raw: Any) -> tuple[Read, ...]:
             b.problem(f"{field}.cmd", f"unknown read command {cmd!r} (known: {', '.join(READS)})")
             continue
         info = READS[cmd]
-        each, env = _loop_env(b, field, data)
-        key, dynamic = _key_expr(b, f"{field}.key", data.get("key"), env)
+        each, env = loop_env(b, field, data)
+        key, dynamic = key_expr(b, f"{field}.key", data.get("key"), env)
         args = [b.expr(f"{field}.args", a, env) for a in data.get("args", [])]
         if len(args) != info.nargs:
             b.problem(f"{field}.args", f"{cmd} takes {info.nargs} argument(s) after the key")
@@ -291,7 +129,7 @@ def _reads(b: _Builder, raw: Any) -> tuple[Read, ...]:
     return tuple(out)
 
 
-def _lets(b: _Builder, raw: Any) -> tuple[Let, ...]:
+def _lets(b: Builder, raw: Any) -> tuple[Let, ...]:
     out: list[Let] = []
     for key, text in raw.items() if isinstance(raw, dict) else []:
         e = b.expr(f"let.{key}", text)
@@ -306,7 +144,7 @@ def _lets(b: _Builder, raw: Any) -> tuple[Let, ...]:
     return tuple(out)
 
 
-def _writes(b: _Builder, raw: Any) -> tuple[Write, ...]:
+def _writes(b: Builder, raw: Any) -> tuple[Write, ...]:
     out: list[Write] = []
     for i, data in enumerate(raw if isinstance(raw, list) else [], start=1):
         field = f"writes[{i}]"
@@ -314,8 +152,8 @@ def _writes(b: _Builder, raw: Any) -> tuple[Write, ...]:
         if cmd not in WRITES:
             b.problem(f"{field}.cmd", f"unknown write command {cmd!r} (known: {', '.join(WRITES)})")
             continue
-        each, env = _loop_env(b, field, data)
-        key, dynamic = _key_expr(b, f"{field}.key", data.get("key"), env)
+        each, env = loop_env(b, field, data)
+        key, dynamic = key_expr(b, f"{field}.key", data.get("key"), env)
         args = [b.expr(f"{field}.args", a, env) for a in data.get("args", [])]
         for a in args:
             if a is not None and (a.type.opt or a.type.kind not in ("int", "float", "str", "bool")):
@@ -339,7 +177,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise SpecError([f"{path}:{m[1] if m else 1}: toml: {exc}"]) from None
-    b = _Builder(text, path)
+    b = Builder(text, path)
     known = {
         "name",
         "description",
@@ -353,11 +191,11 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     }
     for extra in sorted(set(data) - known):
         b.problem(extra, f"unknown field (known: {', '.join(sorted(known))})")
-    name = _str(b, data, "name")
+    name = string_field(b, data, "name")
     if name and not NAME_RE.fullmatch(name):
         b.problem("name", f"{name!r} is not a valid name (lower-case letters, digits, _)")
-    keys = _keys(b, data.get("keys"))
-    args = _args(b, data.get("args", {}))
+    keys = keys_section(b, data.get("keys"))
+    args = args_section(b, data.get("args", {}))
     reads = _reads(b, data.get("reads", []))
     lets = _lets(b, data.get("let", {}))
     writes = _writes(b, data.get("writes", []))
@@ -378,7 +216,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         raise SpecError(b.problems)
     return Operation(
         name=name,
-        description=_str(b, data, "description", False),
+        description=string_field(b, data, "description", False),
         path=path,
         keys=keys,
         args=args,

@@ -1,0 +1,183 @@
+"""The spec checker's workbench: line numbers of TOML fields, the shared name scope, and
+the keys/args sections. Used by :mod:`luapipe.spec`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from luapipe.expr import STR, ExprError, Type, list_of, parse, parse_type
+from luapipe.operation import ArgSpec, Expr, KeySpec
+from luapipe.typecheck import check
+
+__all__ = ["Builder", "args_section", "key_expr", "keys_section", "loop_env", "string_field"]
+
+NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
+RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
+_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
+_FIELD = re.compile(r"^\s*([A-Za-z0-9_\"-]+)\s*=")
+
+
+def _line_index(text: str) -> dict[str, int]:
+    """``'reads[2].key'`` / ``'args.qty'`` / ``'name'`` -> line number."""
+    found: dict[str, int] = {}
+    section, counts = "", dict[str, int]()
+    for no, line in enumerate(text.splitlines(), start=1):
+        h = _HEADER.match(line)
+        if h:
+            name = h[1].replace('"', "")
+            if line.lstrip().startswith("[["):
+                counts[name] = counts.get(name, 0) + 1
+                section = f"{name}[{counts[name]}]"
+            else:
+                section = name
+            found.setdefault(section, no)
+            continue
+        f = _FIELD.match(line)
+        if f:
+            key = f[1].strip('"')
+            path = f"{section}.{key}" if section else key
+            found.setdefault(path, no)
+    return found
+
+
+class Builder:
+    def __init__(self, text: str, path: str) -> None:
+        self.path = path
+        self.lines = _line_index(text)
+        self.problems: list[str] = []
+        self.env: dict[str, Type] = {}
+        self.levels: dict[str, int] = {}
+        self.key_names: set[str] = set()
+        self.failed: set[str] = set()  # names whose definition failed: no cascade errors
+
+    def problem(self, field: str, message: str) -> None:
+        line = self.lines.get(field)
+        parts = field.split(".")
+        while line is None and parts:
+            parts.pop()
+            line = self.lines.get(".".join(parts)) if parts else None
+        self.problems.append(f"{self.path}:{line or 1}: {field}: {message}")
+
+    def name(self, field: str, value: Any) -> str | None:
+        if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in RESERVED:
+            self.problem(field, f"{value!r} is not a valid name (lower-case letters, digits, _)")
+            return None
+        if value in self.env:
+            self.problem(
+                field,
+                f"name {value!r} is already used (names are shared by keys, args, reads and lets)",
+            )
+            return None
+        return value
+
+    def expr(self, field: str, text: Any, env: dict[str, Type] | None = None) -> Expr | None:
+        if isinstance(text, bool | int | float):
+            text = str(text).lower()
+        if not isinstance(text, str):
+            self.problem(field, 'expected an expression in a string (hint: "qty * 2")')
+            return None
+        try:
+            node = parse(text)
+            t, types = check(node, env if env is not None else self.env)
+        except ExprError as exc:
+            m = re.match(r"unknown name '(\w+)'", str(exc))
+            if m is None or m[1] not in self.failed:
+                self.problem(field, f"{exc} at column {exc.col} in {text!r}")
+            return None
+        return Expr(text, node, t, types)
+
+    def level(self, e: Expr | None) -> int:
+        return 0 if e is None else max((self.levels.get(n, 0) for n in e.names), default=0)
+
+
+def string_field(b: Builder, data: dict[str, Any], field: str, required: bool = True) -> str:
+    v = data.get(field)
+    if v is None and not required:
+        return ""
+    if not isinstance(v, str):
+        b.problem(field, "missing or not a string")
+        return ""
+    return v
+
+
+def keys_section(b: Builder, raw: Any) -> tuple[KeySpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        b.problem("keys", 'needs a list of key names, e.g. keys = ["stock"]')
+        return ()
+    out: list[KeySpec] = []
+    for i, item in enumerate(raw):
+        doc = ""
+        if isinstance(item, dict):
+            doc, item = str(item.get("doc", "")), item.get("name")
+        variadic = isinstance(item, str) and item.endswith("...")
+        if variadic and i != len(raw) - 1:
+            b.problem("keys", "only the last key may be variadic ('name...')")
+        nm = b.name("keys", item[:-3] if variadic and isinstance(item, str) else item)
+        if nm:
+            b.env[nm] = list_of(STR) if variadic else STR
+            b.key_names.add(nm)
+            out.append(KeySpec(nm, doc, variadic))
+    return tuple(out)
+
+
+def args_section(b: Builder, raw: Any) -> tuple[ArgSpec, ...]:
+    if not isinstance(raw, dict):
+        b.problem("args", 'must be a table: [args] qty = { type = "int" }')
+        return ()
+    out: list[ArgSpec] = []
+    for i, (key, spec) in enumerate(raw.items()):
+        field = f"args.{key}"
+        if isinstance(spec, str):
+            spec = {"type": spec}
+        if not isinstance(spec, dict):
+            b.problem(field, "must be a type name or a table with type = ...")
+            continue
+        try:
+            t = parse_type(str(spec.get("type", "")))
+        except ExprError as exc:
+            b.problem(field, f"{exc} (hint: int, float, str, bool, list[str], list[int])")
+            continue
+        if t.kind == "list" and i != len(raw) - 1:
+            b.problem(field, "a list argument must be the last argument")
+        unknown = set(spec) - {"type", "doc", "min", "max", "samples", "key_prefix"}
+        if unknown:
+            b.problem(field, f"unknown field(s) {', '.join(sorted(unknown))}")
+        nm = b.name(field, key)
+        if nm:
+            b.env[nm] = t
+            samples = tuple(spec.get("samples", ()))
+            out.append(
+                ArgSpec(
+                    nm,
+                    t,
+                    str(spec.get("doc", "")),
+                    spec.get("min"),
+                    spec.get("max"),
+                    samples,
+                    bool(spec.get("key_prefix", False)),
+                )
+            )
+    return tuple(out)
+
+
+def key_expr(b: Builder, field: str, raw: Any, env: dict[str, Type]) -> tuple[Expr | None, bool]:
+    e = b.expr(field, raw, env)
+    if e is None:
+        return None, False
+    if e.type != STR:
+        b.problem(field, f"a key must be a str, got {e.type}")
+    static = isinstance(raw, str) and (raw.strip() in b.key_names or raw.strip() == "it")
+    return e, not static
+
+
+def loop_env(b: Builder, field: str, data: dict[str, Any]) -> tuple[Expr | None, dict[str, Type]]:
+    if "each" not in data:
+        return None, b.env
+    each = b.expr(f"{field}.each", data["each"])
+    if each is None or each.type.kind != "list" or each.type.opt:
+        if each is not None:
+            b.problem(f"{field}.each", f"needs a list, got {each.type}")
+        return None, b.env
+    assert each.type.elem is not None
+    return each, {**b.env, "it": each.type.elem}
