@@ -43,9 +43,15 @@ READS: dict[str, ReadCommand] = {
     "PTTL": ReadCommand(0, "int", "any"),
 }
 
-#: write command -> key family
+#: write command -> key family. Commands with a random effect (SPOP) or a second key
+#: (RENAME, SMOVE, LMOVE) are left out: the forms could not agree, or the key would
+#: escape KEYS.
 WRITES: dict[str, str] = {
     "SET": "string",
+    "SETNX": "string",
+    "GETSET": "string",
+    "GETDEL": "string",
+    "SETRANGE": "string",
     "SETEX": "string",
     "PSETEX": "string",
     "INCR": "string",
@@ -55,6 +61,8 @@ WRITES: dict[str, str] = {
     "INCRBYFLOAT": "string",
     "APPEND": "string",
     "HSET": "hash",
+    "HSETNX": "hash",
+    "HMSET": "hash",
     "HDEL": "hash",
     "HINCRBY": "hash",
     "HINCRBYFLOAT": "hash",
@@ -63,8 +71,16 @@ WRITES: dict[str, str] = {
     "ZREM": "zset",
     "ZREMRANGEBYRANK": "zset",
     "ZREMRANGEBYSCORE": "zset",
+    "ZREMRANGEBYLEX": "zset",
+    "ZPOPMIN": "zset",
+    "ZPOPMAX": "zset",
     "LPUSH": "list",
     "RPUSH": "list",
+    "LPUSHX": "list",
+    "RPUSHX": "list",
+    "LSET": "list",
+    "LPOP": "list",
+    "RPOP": "list",
     "LTRIM": "list",
     "LREM": "list",
     "SADD": "set",
@@ -73,5 +89,7 @@ WRITES: dict[str, str] = {
     "UNLINK": "any",
     "EXPIRE": "any",
     "PEXPIRE": "any",
+    "EXPIREAT": "any",
+    "PEXPIREAT": "any",
     "PERSIST": "any",
 }
