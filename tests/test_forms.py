@@ -255,3 +255,32 @@ def test_invariant_hook(r: redis.Redis) -> None:
     r.set("stock", -1)
     assert op.check_invariant(r, keys={"stock": "stock"}, args={"qty": 1}) is False
     assert Path(op.path).name == "reserve_stock.toml"
+
+
+def forms_plan(op: Operation) -> Any:
+    from luapipe.forms import plan_of
+
+    return plan_of(op)
+
+
+def test_function_is_replaced_when_its_code_changes_and_survives_flushes(r: redis.Redis) -> None:
+    from luapipe.spec import parse_operation
+
+    text = (EXAMPLES_DIR / "operations" / "reserve_stock.toml").read_text()
+    v1 = OPS["reserve_stock"]
+    v2 = parse_operation(text.replace('ok = "available >= qty"', 'ok = "available > qty"'), "v2")
+    keys = {"stock": "stock"}
+    r.set("stock", 2)
+    assert v1.run(r, "function", keys=keys, args={"qty": 2}) == [1, 0]
+    r.set("stock", 2)
+    assert v2.run(r, "function", keys=keys, args={"qty": 2}) == [0, 2]  # new code, not the old
+    libs = r.function_list(library="luapipe_reserve_stock")  # RESP2: flat lists
+    assert len(libs) == 1
+    functions = libs[0][libs[0].index(b"functions") + 1]
+    assert [f[1].decode() for f in functions] == [forms_plan(v2).function_name]
+    r.function_flush()
+    r.script_flush()
+    for form in ("function", "script"):
+        r.set("stock", 5)
+        assert v1.run(r, form, keys=keys, args={"qty": 2}) == [1, 3]  # reloaded, ran once
+        assert r.get("stock") == b"3"
