@@ -32,6 +32,17 @@ def test_same_replies_through_every_protocol_and_parser(real_variant: redis.Redi
         assert report.ok, report.mismatch.describe() if report.mismatch else ""
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_same_replies_with_decoded_responses(protocol: int, redis_server: ServerProcess) -> None:
+    client = redis.Redis.from_url(redis_server.url, protocol=protocol, decode_responses=True)
+    try:
+        for op in OPS.values():
+            report = verify(op, client, cases=25, seed=8)
+            assert report.ok, report.mismatch.describe() if report.mismatch else ""
+    finally:
+        client.close()
+
+
 def _clean_case(op: Operation, client: redis.Redis, seed: int) -> Any:
     """A case every form runs without an error (for timing-like measurements)."""
     rng = random.Random(seed)
