@@ -1,10 +1,11 @@
 """The round-trip model: latency per call = round trips x wire time + fixed time.
 
-``wire time`` is what one request/response costs on the network path alone (measured in-band
-during each run); ``fixed time`` is the server plus client time of one call. Beside each
-measurement the model is predicted from its parts (server us from INFO commandstats, client
-CPU). For the crossover, each form's fixed time is fitted from its measurements at every
-RTT (the median of ``latency - round_trips x wire``), which is steadier than one point; then
+``wire time`` is what one request/response costs on the network path alone (back-to-back
+raw PINGs on the same path beside each timed slice, minus their client CPU); ``fixed time``
+is the server plus client time of one call. Beside each measurement the model is predicted
+from its parts (server us from INFO commandstats, client CPU). For the crossover, each
+form's fixed time is fitted from its measurements at every RTT (the median of
+``latency - round_trips x wire``), which is steadier than one point; then
 ``rt_a * (w0 + r) + F_a = rt_b * (w0 + r) + F_b`` gives the added RTT ``r`` where the form
 with fewer round trips overtakes the other.
 """

@@ -107,10 +107,7 @@ class _Run:
         else:
             results = run_clients(w, plans)
         after = server_cost(self.admin)
-        by_hist, by_count, by_cpu = by.finish() if by is not None else (None, 0, 0.0)
-        if by_hist is not None and by_hist.count >= 20:
-            # in-band wire time: the bystander's GETs crossed the same path under the same load
-            wire = (max(0.0, by_hist.value_at_us(50) - by_cpu * 1e6 / by_count) / 1e3, wire[1])
+        by_hist, by_count, _cpu = by.finish() if by is not None else (None, 0, 0.0)
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
         try:
             ok, detail = w.check_invariant(self.admin, calls * w.batch)
@@ -240,8 +237,8 @@ def _run_bench(
         "RTT 0 runs connect directly; RTT > 0 runs go through the delay proxy, whose own "
         "overhead (proxy at delay 0 minus direct) is in the calibration table.",
         "The model (round trips x wire time + server + client CPU) is compared with the "
-        "measured mean for 1 client, closed loop, batch 1; wire time is the bystander's GET "
-        "p50 minus its CPU on the same path during the run (a raw PING probe without it).",
+        "measured mean for 1 client, closed loop, batch 1; wire time is a back-to-back raw "
+        "PING on the same path (minus its client CPU) measured beside every timed slice.",
         "Server us/op and server commands/op come from INFO commandstats deltas; the "
         "bystander's GETs are subtracted (an estimate when the operation also uses GET).",
     ]

@@ -34,8 +34,8 @@ Schema (``schema_version`` 1)::
         "latency_distribution": [[percentile, ms], ...],
         "client_cpu_usec_per_op", "bystander_p99_ms", "bystander_samples",
         "rtt_ms_under_load",         # added RTT by raw PING beside each slice, under load
-        "wire_ms",                   # one round trip without client CPU: the bystander's GET
-                                     # p50 minus its CPU (in-band), else a raw PING probe
+        "wire_ms",                   # one round trip without client CPU: back-to-back raw PING
+                                     # on the same path beside each slice, minus its CPU
         "model_latency_ms", "model_error_pct", "atomic",
         "read_compute_write"         # the writes depend on reads: non-atomic forms can race
       }],
