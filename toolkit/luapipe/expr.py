@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from luapipe.exprlex import FUNCTIONS, KEYWORDS, LexError, Tok, tokenize, unescape
+
 __all__ = [
     "BOOL",
     "FLOAT",
@@ -152,64 +154,6 @@ class ListLit(Node):
     items: tuple[Node, ...]
 
 
-# ---------------------------------------------------------------- tokenizer
-
-_TOKEN = re.compile(
-    r"""(?P<ws>[ \t\r\n]+)
-      | (?P<float>[0-9]+\.[0-9]+)
-      | (?P<int>[0-9]+)
-      | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-      | (?P<op>->|\.\.|//|==|!=|<=|>=|[-+*/%<>()\[\],])""",
-    re.VERBOSE,
-)
-_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
-KEYWORDS = frozenset({"and", "or", "not", "true", "false", "nil"})
-FUNCTIONS = frozenset(
-    {"if", "min", "max", "abs", "floor", "len", "str", "int", "float", "coalesce", "is_nil"}
-    | {"map", "filter", "sum", "contains"}
-)
-
-
-@dataclass(frozen=True)
-class Tok:
-    kind: str
-    text: str
-    col: int
-
-
-def _unescape(body: str, col: int) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\":
-            nxt = body[i + 1]
-            if nxt not in _ESCAPES:
-                raise ExprError(f"unknown escape '\\{nxt}' (use \\n \\t \\\\ \\' \\\")", col + i)
-            out.append(_ESCAPES[nxt])
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def tokenize(text: str) -> list[Tok]:
-    toks: list[Tok] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ExprError(f"unexpected character {text[pos]!r}", pos + 1)
-        kind = m.lastgroup or ""
-        if kind != "ws":
-            toks.append(Tok(kind, m.group(), pos + 1))
-        pos = m.end()
-    toks.append(Tok("end", "", len(text) + 1))
-    return toks
-
-
 # ---------------------------------------------------------------- parser
 
 
@@ -313,7 +257,7 @@ class _Parser:
         if t.kind == "float":
             return Literal(t.col, float(t.text))
         if t.kind == "str":
-            return Literal(t.col, _unescape(t.text[1:-1], t.col + 1))
+            return Literal(t.col, unescape(t.text[1:-1], t.col + 1))
         if t.kind == "name":
             if t.text in ("true", "false"):
                 return Literal(t.col, t.text == "true")
@@ -363,4 +307,7 @@ def parse(text: str) -> Node:
     """Parse one expression; raises :class:`ExprError` with a column."""
     if not text.strip():
         raise ExprError("empty expression", 1)
-    return _Parser(text).parse()
+    try:
+        return _Parser(text).parse()
+    except LexError as exc:
+        raise ExprError(str(exc), exc.col) from None
