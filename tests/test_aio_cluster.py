@@ -13,6 +13,7 @@ import redis.cluster
 
 from luapipe import aio
 from luapipe.bench.cluster import EmbeddedCluster
+from luapipe.bench.server import free_port
 from luapipe.errors import CrossSlotError
 from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
@@ -176,3 +177,41 @@ def test_a_stale_slot_map_is_followed_and_the_call_runs_once(
     assert run(cluster, body) == 5
     assert sum(stat(sync_nodes, "evalsha")) == 1  # refused with MOVED (not run), then ran once
     assert sum(stat(sync_nodes, "script|load")) == 2  # loaded on the wrong node, then the owner
+
+
+def test_pipeline_follows_a_stale_slot_map_and_runs_each_entry_once(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> tuple[Any, ...]:
+        await c.initialize()
+        slot = c.keyslot("a")
+        owner = c.nodes_manager.slots_cache[slot][0]
+        other = next(n for n in c.get_primaries() if n.name != owner.name)
+        c.nodes_manager.slots_cache[slot] = [other]  # as after a resharding we missed
+        async with reg.pipeline(c) as p:
+            for k in KEYS:
+                p.call("counted", keys=[k], args=[1]).incr(f"{{{k}}}plain")
+            plain = await p.execute()
+            p.call("counted", keys=["{a}t"], args=[1]).incr("{a}u")
+            c.nodes_manager.slots_cache[slot] = [other]  # stale again, for the transaction
+            p.transaction = True
+            tx = await p.execute()
+        return plain, tx
+
+    plain, tx = run(cluster, body)
+    assert plain == [1, 1] * 6 and tx == [1, 1]
+    assert sum(stat(sync_nodes, "evalsha")) == 6  # the redirected ones were refused, not run
+    assert sum(stat(sync_nodes, "eval")) == 1  # the re-routed transaction ran once
+
+
+def test_a_node_that_refuses_connections_is_routed_around(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> Any:
+        await c.initialize()
+        dead = acluster.ClusterNode("127.0.0.1", free_port(), server_type="primary")
+        c.nodes_manager.slots_cache[c.keyslot("b")] = [dead]  # as after a failover
+        return await reg.call(c, "counted", keys=["b"], args=[4])
+
+    assert run(cluster, body) == 4
+    assert sum(stat(sync_nodes, "evalsha")) == 1

@@ -79,19 +79,20 @@ def require_sync_client(client: object, what: str, async_hint: str) -> None:
 
 # -- one node -------------------------------------------------------------------------------
 class Moved(LuapipeError):
-    """A MOVED redirect: the command did not run on this node (cluster routing retries)."""
+    """A cluster redirect (MOVED, ASK, TRYAGAIN, CLUSTERDOWN): the command did not run on
+    this node; cluster routing refreshes the slot map and sends it again."""
 
 
 def _check_moved(reply: Any) -> None:
-    if isinstance(reply, ReplyError) and reply.text.startswith("MOVED "):
+    if isinstance(reply, ReplyError) and reply.is_redirect:
         raise Moved(reply.text)
 
 
 async def run_plan(plan: Plan, s: AsyncSession, *, redirects: bool = False) -> Plan:
     """Drive ``plan`` on one connection: each batch in one round trip until it is done.
 
-    With ``redirects`` a MOVED reply in the first batch raises :class:`Moved` before the
-    plan sees it (nothing of that command ran; the caller re-routes).
+    With ``redirects`` a redirect reply raises :class:`Moved` before the plan sees it
+    (nothing of that command ran; the caller re-routes). Only for single-call plans.
     """
     batch = plan.start()
     while batch:
