@@ -91,6 +91,15 @@ def test_marker_is_registered(tmp_path: Path) -> None:
     assert "@pytest.mark.luapipe_both" in done.stdout
 
 
+def test_marker_without_a_backend_fixture_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n@pytest.mark.luapipe_both\ndef test_x(luapipe_redis):\n    pass\n"
+    )
+    done = inner_pytest(tmp_path, "-q")
+    assert done.returncode != 0
+    assert "needs a fixture that follows the backend" in done.stdout + done.stderr
+
+
 def test_example_app_tests_pass_with_the_plugin() -> None:
     app = ROOT / "examples" / "app"
     if not (app / "tests").is_dir():

@@ -79,8 +79,14 @@ def is_active() -> bool:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "luapipe_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(BOTH):
-        metafunc.parametrize("luapipe_backend", ["real", "fake"], scope="function")
+    if not metafunc.definition.get_closest_marker(BOTH):
+        return
+    if "luapipe_backend" not in metafunc.fixturenames:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: @pytest.mark.{BOTH} needs a fixture that follows "
+            "the backend: luapipe_client, luapipe_async or luapipe_backend"
+        )
+    metafunc.parametrize("luapipe_backend", ["real", "fake"], scope="function")
 
 
 def find_scripts_dir(config: pytest.Config) -> Path:
