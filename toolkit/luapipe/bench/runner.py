@@ -23,7 +23,7 @@ from luapipe.bench.model import crossovers, fit_cost
 from luapipe.bench.results import BenchResult, Record
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
 from luapipe.bench.workloads import Workload
-from luapipe.errors import mask_url, translate
+from luapipe.errors import LuapipeError, mask_url, translate
 
 __all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
 
@@ -178,6 +178,8 @@ def run_bench(
     Errors of single operations are counted in the records; losing the server itself (it
     stopped answering the harness) raises a :class:`~luapipe.errors.LuapipeError`.
     """
+    if not url.startswith(("redis://", "rediss://")):
+        raise LuapipeError(f"bench needs a TCP Redis URL (redis://host:port), not {mask_url(url)}")
     try:
         return _run_bench(url, workloads, config, progress)
     except redis.RedisError as exc:
