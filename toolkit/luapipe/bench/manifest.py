@@ -91,6 +91,7 @@ def build_manifest(admin: redis.Redis, url: str, spec: dict[str, Any]) -> dict[s
             "cpu": _cpu_model(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         },
         "libraries": _versions(),
         "rtt_method": "delay proxy (user space, sleep-then-spin)"

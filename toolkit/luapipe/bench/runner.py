@@ -8,6 +8,7 @@ probe beside it, and ends with the workload's invariant check.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -244,6 +245,13 @@ def _run_bench(
         "Server us/op and server commands/op come from INFO commandstats deltas; the "
         "bystander's GETs are subtracted (an estimate when the operation also uses GET).",
     ]
+    load = os.getloadavg()[0]
+    manifest["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if load > (os.cpu_count() or 1):
+        notes.append(
+            f"The machine was busy during this run (load average {load:.1f} on "
+            f"{os.cpu_count()} CPUs): other processes competed for the CPU, so timings are noisy."
+        )
     if not netem_available():
         notes.append("This kernel has no sch_netem, so RTT is simulated in user space.")
     return BenchResult(
