@@ -135,7 +135,13 @@ def main() -> None:
             v = sorted(r.rps for r in runs if r.rtt_ms == rtt and r.form == form)
             med[form] = statistics.median(v)
             print(f"  RTT {rtt} ms {form:9s} {med[form]:6.0f} req/s ({v[0]:.0f}-{v[-1]:.0f})")
-        print(f"  RTT {rtt} ms script/pipelined {med['script'] / med['pipelined']:.2f}")
+        at = [r for r in runs if r.rtt_ms == rtt]
+        pairs = [a.rps / b.rps for a, b in zip(at[::2], at[1::2], strict=True)]
+        print(
+            f"  RTT {rtt} ms script/pipelined: ratio of medians "
+            f"{med['script'] / med['pipelined']:.2f}, median of adjacent-pair ratios "
+            f"{statistics.median(pairs):.2f} ({', '.join(f'{x:.2f}' for x in pairs)})"
+        )
 
 
 if __name__ == "__main__":
