@@ -74,6 +74,11 @@ class AnchorReport:
                         f"  model {r.form}: predicted {r.model_latency_ms:.3f} ms vs measured "
                         f"{r.latency_ms['mean']:.3f} ms per call ({r.model_error_pct:+.1f}%)"
                     )
+        machine = self.bench.manifest.get("machine", {})
+        out.append(
+            f"machine: {machine.get('cpus')} CPUs, load average at start "
+            f"{machine.get('load_average_at_start')}, at end {machine.get('load_average_at_end')}"
+        )
         for c in (*self.bench.calibrations, *self.accuracy):
             if c.rtt_ms_nominal > 0 and c.error_pct is not None:
                 out.append(
