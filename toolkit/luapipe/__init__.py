@@ -27,31 +27,42 @@ from luapipe.errors import (
     ScriptSyntaxError,
     ServerError,
     SpecError,
+    TransactionAborted,
     UnknownScriptError,
 )
+from luapipe.forms import RunResult
+from luapipe.generate import GeneratedFiles, generate_files
 from luapipe.lint import LintIssue, lint_scripts
+from luapipe.operation import Operation
 from luapipe.pipeline import ScriptPipeline
 from luapipe.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.script import LuaScript, Param
+from luapipe.spec import load_operation, load_operations, parse_operation
+from luapipe.verify import Case, Mismatch, VerifyReport, verify
 
 __all__ = [
     "AuthenticationFailed",
     "BusyError",
     "CallArgumentError",
+    "Case",
     "ConnectionFailed",
     "CrossSlotError",
     "DeployReport",
     "Drift",
     "DuplicateScriptError",
     "EnvironmentProblem",
+    "GeneratedFiles",
     "LintIssue",
     "LockFileError",
     "LuaScript",
     "LuapipeError",
+    "Mismatch",
     "NodeStatus",
+    "Operation",
     "OutcomeUnknown",
     "Param",
     "ReadOnlyError",
+    "RunResult",
     "ScriptError",
     "ScriptPipeline",
     "ScriptRegistry",
@@ -60,8 +71,15 @@ __all__ = [
     "ScriptSyntaxError",
     "ServerError",
     "SpecError",
+    "TransactionAborted",
     "UnknownScriptError",
+    "VerifyReport",
     "deploy",
+    "generate_files",
     "lint_scripts",
+    "load_operation",
+    "load_operations",
+    "parse_operation",
+    "verify",
 ]
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@
     │   └── ReadOnlyError        a write reached a read-only replica
     ├── ConnectionFailed         could not connect or authenticate; nothing was sent
     │   └── AuthenticationFailed wrong user or password
+    ├── TransactionAborted       WATCH kept failing: the transaction form gave up (bounded)
     ├── OutcomeUnknown           the request may have reached the server and the reply was
     │                            lost (timeout, dropped connection): it was NOT re-sent
     └── EnvironmentProblem       something on this machine is missing (redis-server, luac)
@@ -48,6 +49,7 @@ __all__ = [
     "ScriptSyntaxError",
     "ServerError",
     "SpecError",
+    "TransactionAborted",
     "UnknownScriptError",
     "mask_url",
     "translate",
@@ -124,6 +126,10 @@ class ConnectionFailed(LuapipeError):
 
 class AuthenticationFailed(ConnectionFailed):
     """The server refused the user name or password."""
+
+
+class TransactionAborted(LuapipeError):
+    """WATCH kept failing: the transaction form gave up after its bounded retries."""
 
 
 class OutcomeUnknown(LuapipeError):

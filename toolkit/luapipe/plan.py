@@ -15,7 +15,7 @@ import redis.exceptions as rex
 
 from luapipe import runtime as _rt
 from luapipe import transport
-from luapipe.errors import LuapipeError
+from luapipe.errors import TransactionAborted
 
 __all__ = [
     "Plan",
@@ -34,10 +34,6 @@ __all__ = [
 
 Env = dict[str, Any]
 Fn = Callable[[Env], Any]
-
-
-class TransactionAborted(LuapipeError):
-    """WATCH kept failing: the transaction form gave up after its bounded retries."""
 
 
 @dataclass(frozen=True)
