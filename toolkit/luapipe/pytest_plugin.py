@@ -1,25 +1,16 @@
-"""pytest plugin for projects that ship Redis Lua scripts (entry point ``pytest11: luapipe``).
+"""pytest plugin for projects that ship Redis Lua scripts (``pytest11`` entry point).
 
-Fixtures (all prefixed ``luapipe_``):
+Fixtures, all prefixed ``luapipe_`` (table in examples/app/README.md): ``luapipe_server``
+(a private redis-server per session, or ``--luapipe-url``), ``luapipe_redis`` (a client on
+it, emptied per test), ``luapipe_fake`` (a fresh fakeredis server per test),
+``luapipe_client`` / ``luapipe_async`` (the real server, or real and fake under
+``@pytest.mark.luapipe_both``), ``luapipe_registry`` (your scripts: ini option
+``luapipe_scripts_dir``, else ``[tool.luapipe] scripts_dir`` in pyproject.toml, else
+``scripts_lua/``, else the bundled library), ``luapipe_runs`` (``with
+luapipe_runs.expect(1):`` counts script runs on the real server) and ``luapipe_chaos``
+(``flush_scripts()``, ``failover()`` between queueing and ``execute()``).
 
-- ``luapipe_server``: a private redis-server for the session (or ``--luapipe-url``);
-- ``luapipe_redis``: a sync client on it, emptied before each test (keys, scripts, functions)
-  and with its INFO counters reset;
-- ``luapipe_fake``: a sync client on a fresh ``fakeredis.FakeServer(version=(7, 0))``;
-- ``luapipe_client``: the real server, or both real and fake for tests marked
-  ``@pytest.mark.luapipe_both``; ``luapipe_backend`` says which ("real" or "fake");
-- ``luapipe_async``: builds ``redis.asyncio`` clients on the same backend (call it inside
-  the test's event loop);
-- ``luapipe_scripts_dir`` and ``luapipe_registry``: your scripts, from the ini option
-  ``luapipe_scripts_dir``, else ``[tool.luapipe] scripts_dir`` in pyproject.toml, else
-  ``scripts_lua/`` at the root, else luapipe's bundled library;
-- ``luapipe_runs``: ``with luapipe_runs.expect(1): ...`` asserts how many scripts the real
-  server ran in the block (INFO commandstats; NOSCRIPT refusals are not runs);
-- ``luapipe_chaos``: ``flush_scripts()`` empties the script cache behind the registry's
-  back, ``failover()`` also drops every other connection (data kept, like a promoted replica), to
-  run between queueing and ``execute()``.
-
-Until the entry point is installed: ``pytest -p luapipe.pytest_plugin``.
+Without the entry point: ``pytest -p luapipe.pytest_plugin``.
 """
 
 from __future__ import annotations
@@ -69,8 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config in _ACTIVE:
-        _ACTIVE.remove(config)
+    _ACTIVE[:] = [c for c in _ACTIVE if c is not config]
 
 
 def is_active() -> bool:
@@ -179,7 +169,7 @@ def luapipe_fake(luapipe_fake_server: Any) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def luapipe_backend() -> str:
-    """ "real", or "real" and "fake" for tests marked ``luapipe_both``."""
+    """``real``; ``real`` then ``fake`` for tests marked ``luapipe_both``."""
     return "real"
 
 
@@ -204,8 +194,7 @@ def luapipe_async(
         return lambda **kw: fakeredis.FakeAsyncRedis(server=server, **kw)
     info: ServerProcess = request.getfixturevalue("luapipe_server")
     request.getfixturevalue("luapipe_redis")  # empties the server first
-    url = _url(request.config, info)
-    return lambda **kw: redis.asyncio.Redis.from_url(url, **kw)
+    return lambda **kw: redis.asyncio.Redis.from_url(_url(request.config, info), **kw)
 
 
 # -- scripts --------------------------------------------------------------------------------
@@ -245,12 +234,9 @@ class RunCounts:
 
 
 class ScriptRuns:
-    """What the real server ran, from INFO commandstats/errorstats deltas.
-
-    Counts every script on that server (the test's private one), not per script name. A
-    script whose own error reply starts with NOSCRIPT is counted as not run, and so is a
-    call refused for a wrong key count: check such cases on their effects.
-    """
+    """What the real server ran (INFO commandstats/errorstats deltas), all scripts together.
+    A script's own error reply starting with NOSCRIPT counts as not run: check those cases on
+    their effects."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
@@ -293,8 +279,7 @@ class Chaos:
         self.client.script_flush()
 
     def failover(self) -> None:
-        """What a promoted replica looks like: data kept, script cache empty, every other
-        client's connection dropped (CLIENT KILL). On fakeredis only the cache is emptied."""
+        """Like a promoted replica: data kept, cache empty, other clients' connections dropped."""
         self.client.script_flush()
         with contextlib.suppress(redis.ResponseError):  # fakeredis has no CLIENT KILL
             self.client.client_kill_filter(_type="normal", skipme=True)
