@@ -50,7 +50,8 @@ class AnchorReport:
             f"{self.ping_sequential_s:.3f} s, pipelined "
             f"{self.ping_pipelined_s:.3f} s: {self.ping_sequential_s / self.ping_pipelined_s:.1f}x "
             "(Redis docs: 1.185 s vs 0.251 s, 4.7x)",
-            f"harness: pipelined PING {self.harness_pings_per_s:,.0f}/s through the harness vs "
+            f"harness (best of 5): pipelined PING {self.harness_pings_per_s:,.0f}/s through the "
+            "harness vs "
             f"{self.bare_pings_per_s:,.0f}/s bare redis-py: {self.harness_ratio:.0%} "
             "(target >= 90%)",
         ]
@@ -134,7 +135,7 @@ def run_anchors(
         batch, harness, bare = 1000, [], []
         ping = PingWorkload(batch=batch)
         quick = BenchConfig(duration_s=0.5, warmup_s=0.1, rounds=1, bystander=False)
-        for _ in range(5):  # interleaved: bare, harness, bare, harness...
+        for _ in range(5):  # interleaved bare/harness; best of five each (a shared machine)
             bare.append(_bare_pipelined_rate(client, batch, 0.5))
             res = run_bench(url, [_only(ping, "pipelined")], quick)
             harness.append(res.records[0].ops_per_sec)
@@ -144,9 +145,7 @@ def run_anchors(
     config = BenchConfig(rtts_ms=rtts_ms, duration_s=duration_s, warmup_s=0.3, rounds=4)
     bench = run_bench(url, [work], config, progress)
     accuracy = _proxy_accuracy(url, ACCURACY_RTTS)
-    return AnchorReport(
-        seq, pipe, statistics.median(harness), statistics.median(bare), bench, accuracy
-    )
+    return AnchorReport(seq, pipe, max(harness), max(bare), bench, accuracy)
 
 
 ACCURACY_RTTS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
