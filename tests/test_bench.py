@@ -233,3 +233,37 @@ def test_losing_the_server_is_a_luapipe_error(url: str) -> None:
 
     with pytest.raises(LuapipeError):
         run_bench(url, [ServerGone()], QUICK)
+
+
+def test_bench_command_end_to_end(url: str, tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from luapipe.cli import main
+
+    out = tmp_path / "r"
+    args = [
+        "bench",
+        "ping",
+        "--url",
+        url,
+        "--duration",
+        "0.1",
+        "--rounds",
+        "1",
+        "--warmup",
+        "0.02",
+        "--no-bystander",
+        "--json",
+        f"{out}.json",
+        "--csv",
+        f"{out}.csv",
+        "--html",
+        f"{out}.html",
+    ]
+    run = CliRunner().invoke(main, args)
+    assert run.exit_code == 0, run.output
+    assert "recommendation: ping" in run.output
+    for ext in ("json", "csv", "html"):
+        assert (tmp_path / f"r.{ext}").stat().st_size > 0
+    bad = CliRunner().invoke(main, ["bench", "--url", url, "--rtt", "x"])
+    assert bad.exit_code == 2
