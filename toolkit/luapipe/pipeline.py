@@ -18,14 +18,20 @@ as EVAL, so a flushed cache can never cause a partial commit; nothing is re-run 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import redis
 from redis.commands.core import CoreCommands
 
 from luapipe import cluster, transport
 from luapipe.core import Entry, Redirect, ScriptCall
-from luapipe.errors import ConnectionFailed, CrossSlotError, LuapipeError, ServerError
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    CrossSlotError,
+    LuapipeError,
+    ServerError,
+)
 from luapipe.registry import CLUSTER_HINT, REDIRECT_ATTEMPTS, refresh_later
 from luapipe.script import Value
 
@@ -150,6 +156,15 @@ class ScriptPipeline(CoreCommands):
 
     def __enter__(self) -> ScriptPipeline:
         return self
+
+    async def __aenter__(self) -> NoReturn:
+        raise CallArgumentError(
+            "this pipeline has a sync client: use `with reg.pipeline(client)`, "
+            "or pass a redis.asyncio client for `async with`"
+        )
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
     def __exit__(
         self,

@@ -20,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import difflib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import redis
 import redis.asyncio
+import redis.cluster
 
 from luapipe import cluster, transport
 from luapipe.core import (
@@ -51,7 +52,11 @@ from luapipe.loader import discover
 from luapipe.script import LuaScript, Value
 
 if TYPE_CHECKING:
+    from luapipe.aio_pipeline import AsyncScriptPipeline
     from luapipe.pipeline import ScriptPipeline
+
+SyncClient: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
+AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.RedisCluster"
 
 __all__ = ["NodeStatus", "ScriptRegistry", "ScriptState", "bundled_scripts_dir"]
 
@@ -131,8 +136,19 @@ class ScriptRegistry:
         return len(self._scripts)
 
     # -- the server -----------------------------------------------------------------------
-    def load(self, client: redis.Redis) -> dict[str, str]:
-        """SCRIPT LOAD every script on every node (one round trip each); {name: sha}."""
+    @overload
+    def load(self, client: AsyncClient) -> Coroutine[Any, Any, dict[str, str]]: ...
+    @overload
+    def load(self, client: SyncClient) -> dict[str, str]: ...
+    def load(self, client: Any) -> Any:
+        """SCRIPT LOAD every script on every node (one round trip each); {name: sha}.
+
+        With a ``redis.asyncio`` client this returns a coroutine.
+        """
+        if is_async_client(client):
+            from luapipe.aio import load_async
+
+            return load_async(self, client)
         scripts = list(self)
         for _, node in cluster.all_nodes(client):
             with transport.session(node) as s:
@@ -144,8 +160,16 @@ class ScriptRegistry:
                     self.known.add(s.address, sc.sha)
         return {sc.name: sc.sha for sc in scripts}
 
-    def status(self, client: redis.Redis) -> list[NodeStatus]:
+    @overload
+    def status(self, client: AsyncClient) -> Coroutine[Any, Any, list[NodeStatus]]: ...
+    @overload
+    def status(self, client: SyncClient) -> list[NodeStatus]: ...
+    def status(self, client: Any) -> Any:
         """SCRIPT EXISTS for every script, per node (primaries first, then replicas)."""
+        if is_async_client(client):
+            from luapipe.aio import status_async
+
+            return status_async(self, client)
         scripts = list(self)
         out: list[NodeStatus] = []
         for _, node in cluster.all_nodes(client):
@@ -161,8 +185,16 @@ class ScriptRegistry:
                 out.append(NodeStatus(s.address, states))
         return out
 
-    def flush(self, client: redis.Redis) -> list[str]:
+    @overload
+    def flush(self, client: AsyncClient) -> Coroutine[Any, Any, list[str]]: ...
+    @overload
+    def flush(self, client: SyncClient) -> list[str]: ...
+    def flush(self, client: Any) -> Any:
         """SCRIPT FLUSH on every node (every application's scripts); returns the nodes."""
+        if is_async_client(client):
+            from luapipe.aio import flush_async
+
+            return flush_async(self, client)
         flushed = []
         for _, node in cluster.all_nodes(client):
             with transport.session(node) as s:
@@ -193,9 +225,25 @@ class ScriptRegistry:
                 killed.append(s.address)
         return killed
 
+    @overload
     def call(
         self,
-        client: redis.Redis,
+        client: AsyncClient,
+        name: str,
+        keys: Sequence[Value] = (),
+        args: Sequence[Value] = (),
+    ) -> Coroutine[Any, Any, Any]: ...
+    @overload
+    def call(
+        self,
+        client: SyncClient,
+        name: str,
+        keys: Sequence[Value] = (),
+        args: Sequence[Value] = (),
+    ) -> Any: ...
+    def call(
+        self,
+        client: Any,
         name: str,
         keys: Sequence[Value] = (),
         args: Sequence[Value] = (),
@@ -258,17 +306,21 @@ class ScriptRegistry:
                 f"flushing the script cache?); script {script.name!r} did not run"
             )
 
-    def pipeline(self, client: redis.Redis, *, transaction: bool = False) -> ScriptPipeline:
+    @overload
+    def pipeline(
+        self, client: AsyncClient, *, transaction: bool = False
+    ) -> AsyncScriptPipeline: ...
+    @overload
+    def pipeline(self, client: SyncClient, *, transaction: bool = False) -> ScriptPipeline: ...
+    def pipeline(self, client: Any, *, transaction: bool = False) -> Any:
         """A pipeline that takes script calls and any redis-py command; see ScriptPipeline.
 
         With a ``redis.asyncio`` client: ``async with reg.pipeline(aclient) as p``.
         """
         if is_async_client(client):
-            from luapipe.aio import AsyncScriptPipeline
+            from luapipe.aio_pipeline import AsyncScriptPipeline as AsyncPipe
 
-            return cast(
-                "ScriptPipeline", AsyncScriptPipeline(self, client, transaction=transaction)
-            )
+            return AsyncPipe(self, client, transaction=transaction)
         from luapipe.pipeline import ScriptPipeline
 
         return ScriptPipeline(self, client, transaction=transaction)

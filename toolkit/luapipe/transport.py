@@ -26,7 +26,7 @@ from typing import Any
 import redis
 import redis.exceptions as rex
 
-from luapipe.errors import OutcomeUnknown, translate
+from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
 
 __all__ = [
     "Command",
@@ -97,6 +97,11 @@ def _as_command(cmd: Command | Sequence[Any]) -> Command:
     return cmd if isinstance(cmd, Command) else Command(tuple(cmd))
 
 
+def _harmless(cmd: Command) -> bool:
+    """A command whose running alone changes nothing a caller could notice (SCRIPT LOAD)."""
+    return cmd.name == "SCRIPT" and len(cmd.args) > 1 and str(cmd.args[1]).upper() == "LOAD"
+
+
 def _stale(conn: Any, sock: Any) -> bool:
     """Whether the server closed this socket (or left bytes on it) while it sat in the pool.
 
@@ -148,7 +153,9 @@ class Session:
         self.round_trips = 0
         self.broken = False
 
-    def _send(self, packed: Any) -> None:
+    def _send(self, packed: Any, *, all_or_nothing: bool = False) -> None:
+        """Write a batch. ``all_or_nothing``: the batch runs only if it arrives whole (one
+        command, or MULTI ... EXEC), so a failed write proves that nothing ran."""
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
         conn = self.conn
@@ -161,6 +168,11 @@ class Session:
             conn.send_packed_command(packed, check_health=False)
         except (rex.RedisError, OSError) as exc:
             self._lost()
+            if all_or_nothing:
+                raise ConnectionFailed(
+                    f"connection to {self.address} failed while sending; the request did not "
+                    f"arrive whole, so nothing ran ({str(exc).strip()})"
+                ) from None
             raise translate(exc, where=self.address, sent=True) from None
         self.round_trips += 1
 
@@ -171,7 +183,7 @@ class Session:
     def send_one(self, args: tuple[Any, ...]) -> Any:
         """Fast path for one raw command: its raw reply, or a :class:`ReplyError`."""
         conn = self.conn
-        self._send(conn.pack_command(*args))
+        self._send(conn.pack_command(*args), all_or_nothing=True)
         try:
             return conn.read_response()
         except rex.ResponseError as exc:
@@ -187,7 +199,10 @@ class Session:
         cmds = [_as_command(c) for c in commands]
         if not cmds:
             return []
-        self._send(self.conn.pack_commands([c.args for c in cmds]))
+        whole = (cmds[0].name == "MULTI" and cmds[-1].name == "EXEC") or all(
+            _harmless(c) for c in cmds[:-1]
+        )
+        self._send(self.conn.pack_commands([c.args for c in cmds]), all_or_nothing=whole)
         replies: list[Any] = []
         try:
             for c in cmds:
