@@ -9,6 +9,9 @@ The public API (pinned by ``tests/test_api.py``; names are never renamed)::
 
 from __future__ import annotations
 
+from luapipe.aio import AsyncScriptPipeline
+from luapipe.bench.results import BenchResult
+from luapipe.bench.runner import BenchConfig, run_bench
 from luapipe.deploy import DeployReport, Drift, deploy
 from luapipe.errors import (
     AuthenticationFailed,
@@ -35,13 +38,17 @@ from luapipe.generate import GeneratedFiles, generate_files
 from luapipe.lint import LintIssue, lint_scripts
 from luapipe.operation import Operation
 from luapipe.pipeline import ScriptPipeline
+from luapipe.recommend import Recommendation, recommend
 from luapipe.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.script import LuaScript, Param
 from luapipe.spec import load_operation, load_operations, parse_operation
 from luapipe.verify import Case, Mismatch, VerifyReport, verify
 
 __all__ = [
+    "AsyncScriptPipeline",
     "AuthenticationFailed",
+    "BenchConfig",
+    "BenchResult",
     "BusyError",
     "CallArgumentError",
     "Case",
@@ -62,6 +69,7 @@ __all__ = [
     "OutcomeUnknown",
     "Param",
     "ReadOnlyError",
+    "Recommendation",
     "RunResult",
     "ScriptError",
     "ScriptPipeline",
@@ -80,6 +88,8 @@ __all__ = [
     "load_operation",
     "load_operations",
     "parse_operation",
+    "recommend",
+    "run_bench",
     "verify",
 ]
 __version__ = "0.1.0"
