@@ -116,7 +116,7 @@ def test_transaction_retries_when_a_watched_key_changes(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 5)
-    real_compute = clientforms._compute
+    real_compute = clientforms.compute
     other = redis.Redis(connection_pool=r.connection_pool)
     interfered = []
 
@@ -126,7 +126,7 @@ def test_transaction_retries_when_a_watched_key_changes(
             other.decrby("stock", 4)
         return real_compute(plan, env)
 
-    monkeypatch.setattr(clientforms, "_compute", compute_with_a_concurrent_writer)
+    monkeypatch.setattr(clientforms, "compute", compute_with_a_concurrent_writer)
     result = op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 2})
     assert result.retries == 1 and result.round_trips == 4
     assert result.value == [0, 1]  # the retry saw 1 left and refused: no oversell
@@ -138,14 +138,14 @@ def test_transaction_gives_up_after_bounded_retries(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 100)
-    real_compute = clientforms._compute
+    real_compute = clientforms.compute
     other = redis.Redis(connection_pool=r.connection_pool)
 
     def always_interfered(plan: Any, env: Any) -> Any:
         other.incr("stock")
         return real_compute(plan, env)
 
-    monkeypatch.setattr(clientforms, "_compute", always_interfered)
+    monkeypatch.setattr(clientforms, "compute", always_interfered)
     monkeypatch.setattr(clientforms.time, "sleep", lambda s: None)
     with pytest.raises(TransactionAborted, match="WATCH failed 4 times"):
         op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 1}, max_retries=3)

@@ -3,6 +3,11 @@
 Reads run level by level (a read that depends on another is in the next level), in the
 order Lua runs them, so the first error is the same error in every form; then the compute
 step; then every write is attempted and the first failure raised after the rest ran.
+
+Each form is written once, as I/O-free :data:`~luapipe.plan.Steps` (``naive_steps``,
+``pipelined_steps``, ``transaction_steps``); :func:`~luapipe.plan.drive` sends them on a
+sync session and :mod:`luapipe.aio_forms` on an async one. The WATCH retry policy
+(:func:`backoff`, :func:`aborted`) is shared the same way.
 """
 
 from __future__ import annotations
@@ -16,17 +21,44 @@ import redis
 
 from luapipe import transport
 from luapipe.errors import LuapipeError
-from luapipe.plan import Env, Plan, ReadStep, RunResult, TransactionAborted, check, enc
+from luapipe.plan import (
+    Cmd,
+    Env,
+    Plan,
+    ReadStep,
+    RunResult,
+    Steps,
+    TransactionAborted,
+    check,
+    drive,
+    encode,
+)
 
-__all__ = ["naive", "pipelined", "read_level", "transaction"]
-
-Cmd = tuple[Any, ...]
-
+__all__ = [
+    "STEPS",
+    "Batch",
+    "aborted",
+    "apply_reads",
+    "backoff",
+    "commands",
+    "compute",
+    "exec_replies",
+    "naive",
+    "naive_steps",
+    "pipelined",
+    "pipelined_steps",
+    "raise_first",
+    "read_batch",
+    "read_level",
+    "read_level_steps",
+    "transaction",
+    "transaction_steps",
+]
 
 Batch = list[tuple[ReadStep, list[Env], list[Cmd]]]
 
 
-def _read_batch(plan: Plan, level: int, env: Env) -> tuple[Batch, LuapipeError | None]:
+def read_batch(plan: Plan, level: int, env: Env) -> tuple[Batch, LuapipeError | None]:
     """The reads of one level, in order. If building a command fails (its key or args), the
     batch stops there and the error is returned, to be raised after the earlier reads: the
     order Lua fails in."""
@@ -43,7 +75,7 @@ def _read_batch(plan: Plan, level: int, env: Env) -> tuple[Batch, LuapipeError |
     return out, None
 
 
-def _apply_reads(batch: Batch, replies: list[Any], env: Env, pending: LuapipeError | None) -> None:
+def apply_reads(batch: Batch, replies: list[Any], env: Env, pending: LuapipeError | None) -> None:
     """Convert replies in order (a conversion error comes before a later read's error)."""
     pos = 0
     for r, envs, _ in batch:
@@ -56,11 +88,12 @@ def _apply_reads(batch: Batch, replies: list[Any], env: Env, pending: LuapipeErr
         raise pending
 
 
-def _commands(batch: Batch) -> list[Cmd]:
+def commands(batch: Batch) -> list[Cmd]:
     return [c for b in batch for c in b[2]]
 
 
-def _compute(plan: Plan, env: Env) -> tuple[list[Cmd], Any]:
+def compute(plan: Plan, env: Env) -> tuple[list[Cmd], Any]:
+    """The compute step: ``lets`` into ``env``, then the writes to send and the reply."""
     for name, fn in plan.lets:
         env[name] = fn(env)
     cmds: list[Cmd] = []
@@ -71,44 +104,12 @@ def _compute(plan: Plan, env: Env) -> tuple[list[Cmd], Any]:
     return cmds, plan.returns(env)
 
 
-def _raise_first(replies: Sequence[Any]) -> None:
+def raise_first(replies: Sequence[Any]) -> None:
     for reply in replies:
         check(reply)
 
 
-def _encode(cmds: Sequence[Cmd]) -> list[Cmd]:
-    return [tuple(enc(x) for x in c) for c in cmds]
-
-
-def naive(plan: Plan, s: transport.Session, env: Env) -> Any:
-    for level in range(plan.levels):
-        batch, pending = _read_batch(plan, level, env)
-        for step in batch:  # one read at a time, converted before the next is sent
-            replies = [s.execute(_encode([c]))[0] for c in step[2]]
-            _apply_reads([step], replies, env, None)
-        if pending is not None:
-            raise pending
-    writes, ret = _compute(plan, env)
-    replies = [s.execute(_encode([c]))[0] for c in writes]
-    _raise_first(replies)
-    return ret
-
-
-def read_level(s: transport.Session, plan: Plan, level: int, env: Env) -> None:
-    """One level of reads in one round trip, converted into ``env``."""
-    batch, pending = _read_batch(plan, level, env)
-    _apply_reads(batch, s.execute(_encode(_commands(batch))), env, pending)
-
-
-def pipelined(plan: Plan, s: transport.Session, env: Env) -> Any:
-    for level in range(plan.levels):
-        read_level(s, plan, level, env)
-    writes, ret = _compute(plan, env)
-    _raise_first(s.execute(_encode(writes)))
-    return ret
-
-
-def _exec_replies(replies: list[Any]) -> list[Any] | None:
+def exec_replies(replies: list[Any]) -> list[Any] | None:
     """The EXEC reply of ``[MULTI, ..., EXEC]``: None when WATCH aborted it."""
     exec_reply = replies[-1]
     if isinstance(exec_reply, transport.ReplyError):
@@ -117,41 +118,103 @@ def _exec_replies(replies: list[Any]) -> list[Any] | None:
     return None if exec_reply is None else list(exec_reply)
 
 
-def _transaction_once(plan: Plan, s: transport.Session, env: Env) -> tuple[bool, Any]:
-    if plan.levels == 1 and not plan.writes:
-        batch, pending = _read_batch(plan, 0, env)
-        cmds = _commands(batch)
-        replies = _exec_replies(s.execute(_encode([("MULTI",), *cmds, ("EXEC",)])))
-        assert replies is not None
-        _apply_reads(batch, replies, env, pending)
-        return True, _compute(plan, env)[1]
+# -- the forms as steps ------------------------------------------------------------------
+
+
+def naive_steps(plan: Plan, env: Env) -> Steps[Any]:
+    """One command per round trip, each read converted before the next is sent."""
     for level in range(plan.levels):
-        batch, pending = _read_batch(plan, level, env)
-        cmds = _commands(batch)
+        batch, pending = read_batch(plan, level, env)
+        for step in batch:
+            replies = []
+            for c in step[2]:
+                replies.append((yield encode([c]))[0])
+            apply_reads([step], replies, env, None)
+        if pending is not None:
+            raise pending
+    writes, ret = compute(plan, env)
+    replies = []
+    for c in writes:
+        replies.append((yield encode([c]))[0])
+    raise_first(replies)
+    return ret
+
+
+def read_level_steps(plan: Plan, level: int, env: Env) -> Steps[None]:
+    """One level of reads in one round trip, converted into ``env``."""
+    batch, pending = read_batch(plan, level, env)
+    apply_reads(batch, (yield encode(commands(batch))), env, pending)
+
+
+def pipelined_steps(plan: Plan, env: Env) -> Steps[Any]:
+    """A round trip per read level, then one for the writes (none when nothing is written)."""
+    for level in range(plan.levels):
+        yield from read_level_steps(plan, level, env)
+    writes, ret = compute(plan, env)
+    if writes:
+        raise_first((yield encode(writes)))
+    return ret
+
+
+def transaction_steps(plan: Plan, env: Env) -> Steps[tuple[bool, Any]]:
+    """One WATCH attempt: (committed, reply); (False, None) when a watched key changed."""
+    if plan.levels == 1 and not plan.writes:
+        batch, pending = read_batch(plan, 0, env)
+        replies = exec_replies((yield encode([("MULTI",), *commands(batch), ("EXEC",)])))
+        assert replies is not None
+        apply_reads(batch, replies, env, pending)
+        return True, compute(plan, env)[1]
+    for level in range(plan.levels):
+        batch, pending = read_batch(plan, level, env)
+        cmds = commands(batch)
         watch = ("WATCH", *dict.fromkeys(c[1] for c in cmds))
-        replies = s.execute(_encode([watch, *cmds]) if len(watch) > 1 else _encode(cmds))
-        _apply_reads(batch, replies[1:] if len(watch) > 1 else replies, env, pending)
-    writes, ret = _compute(plan, env)
-    replies_exec = _exec_replies(s.execute(_encode([("MULTI",), *writes, ("EXEC",)])))
-    if replies_exec is None:
+        replies = yield encode([watch, *cmds] if len(watch) > 1 else cmds)
+        apply_reads(batch, replies[1:] if len(watch) > 1 else replies, env, pending)
+    writes, ret = compute(plan, env)
+    committed = exec_replies((yield encode([("MULTI",), *writes, ("EXEC",)])))
+    if committed is None:
         return False, None
-    _raise_first(replies_exec)
+    raise_first(committed)
     return True, ret
+
+
+STEPS = {"naive": naive_steps, "pipelined": pipelined_steps}
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after WATCH aborted attempt ``attempt`` (0-based): jittered, capped."""
+    return random.uniform(0, min(0.05, 0.0005 * 2**attempt))
+
+
+def aborted(plan: Plan, max_retries: int) -> TransactionAborted:
+    return TransactionAborted(
+        f"{plan.name}: WATCH failed {max_retries + 1} times in a row (heavy contention); "
+        "nothing was written by the last attempt"
+    )
+
+
+# -- the sync forms ----------------------------------------------------------------------
+
+
+def naive(plan: Plan, s: transport.Session, env: Env) -> Any:
+    return drive(naive_steps(plan, env), s)
+
+
+def read_level(s: transport.Session, plan: Plan, level: int, env: Env) -> None:
+    drive(read_level_steps(plan, level, env), s)
+
+
+def pipelined(plan: Plan, s: transport.Session, env: Env) -> Any:
+    return drive(pipelined_steps(plan, env), s)
 
 
 def transaction(plan: Plan, client: redis.Redis, env: Env, max_retries: int) -> RunResult:
     trips = 0
     for attempt in range(max_retries + 1):
         with transport.session(client) as s:
-            ok, ret = _transaction_once(plan, s, dict(env))
+            ok, ret = drive(transaction_steps(plan, dict(env)), s)
             trips += s.round_trips
         if ok:
             return RunResult(ret, "transaction", trips, attempt)
-        time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
-    raise TransactionAborted(
-        f"{plan.name}: WATCH failed {max_retries + 1} times in a row (heavy contention); "
-        "nothing was written by the last attempt"
-    )
-
-
-# -- the server-side forms ---------------------------------------------------------------
+        time.sleep(backoff(attempt))
+    raise aborted(plan, max_retries)

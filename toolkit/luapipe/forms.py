@@ -19,10 +19,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import redis
+import redis.cluster
+from redis.asyncio.cluster import RedisCluster
 
 from luapipe import clientforms, serverforms, transport
 from luapipe import runtime as _rt
+from luapipe.aio import require_sync_client
 from luapipe.errors import CallArgumentError
+from luapipe.operation import FORMS
 from luapipe.plan import (
     Env,
     Plan,
@@ -30,6 +34,7 @@ from luapipe.plan import (
     RunResult,
     TransactionAborted,
     WriteStep,
+    drive,
     flat,
     opt_text,
     score,
@@ -46,6 +51,7 @@ __all__ = [
     "TransactionAborted",
     "WriteStep",
     "bind",
+    "check_form",
     "evaluate_invariant",
     "flat",
     "opt_text",
@@ -105,6 +111,17 @@ def bind(plan: Plan, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Env:
 # -- the Python forms --------------------------------------------------------------------
 
 
+def check_form(plan: Plan, client: object, form: str) -> None:
+    """A known form that can run on ``client`` (nothing sent on error)."""
+    if form not in FORMS:
+        raise CallArgumentError(f"unknown form {form!r} ({', '.join(FORMS)})")
+    if form != "script" and isinstance(client, redis.cluster.RedisCluster | RedisCluster):
+        raise CallArgumentError(
+            f"{plan.name}: the {form} form needs a single-node client, got a cluster client; "
+            "on a cluster use the script form (routed by key slot)"
+        )
+
+
 def run_plan(
     plan: Plan,
     client: redis.Redis,
@@ -114,6 +131,8 @@ def run_plan(
     *,
     max_retries: int = 20,
 ) -> RunResult:
+    require_sync_client(client, f"{plan.name} ({form})", f"the async form ({form}_async)")
+    check_form(plan, client, form)
     env = bind(plan, keys, args)
     if form == "script":
         return RunResult(serverforms.script(plan, client, env), form, 1)
@@ -121,13 +140,8 @@ def run_plan(
         return RunResult(serverforms.function(plan, client, env), form, 1)
     if form == "transaction":
         return clientforms.transaction(plan, client, env, max_retries)
-    runner = {"naive": clientforms.naive, "pipelined": clientforms.pipelined}.get(form)
-    if runner is None:
-        raise CallArgumentError(
-            f"unknown form {form!r} (naive, pipelined, transaction, script, function)"
-        )
     with transport.session(client) as s:
-        value = runner(plan, s, env)
+        value = drive(clientforms.STEPS[form](plan, env), s)
         return RunResult(value, form, s.round_trips)
 
 

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from luapipe.expr import Binary, Call, Index, Lambda, ListLit, Name, Node, Type, Unary
+from luapipe.registry import is_async_client
 from luapipe.typecheck import Types
 
 if TYPE_CHECKING:
     import redis
 
     from luapipe.forms import RunResult
+    from luapipe.registry import AsyncClient, SyncClient
     from luapipe.verify import Case
 
 __all__ = ["FORMS", "ArgSpec", "Expr", "Invariant", "KeySpec", "Let", "Operation", "Read", "Write"]
@@ -204,27 +206,76 @@ class Operation:
         return python_module(self)
 
     # -- running ------------------------------------------------------------------------
+    @overload
     def run(
         self,
-        client: redis.Redis,
+        client: AsyncClient,
+        form: str,
+        *,
+        keys: Mapping[str, Any],
+        args: Mapping[str, Any] | None = None,
+    ) -> Coroutine[Any, Any, Any]: ...
+    @overload
+    def run(
+        self,
+        client: SyncClient,
+        form: str,
+        *,
+        keys: Mapping[str, Any],
+        args: Mapping[str, Any] | None = None,
+    ) -> Any: ...
+    def run(
+        self,
+        client: Any,
         form: str,
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
     ) -> Any:
-        """Run the operation in ``form``; returns the reply (same value in every form)."""
+        """Run the operation in ``form``; returns the reply (same value in every form).
+
+        With a ``redis.asyncio`` client this returns a coroutine (``await op.run(...)``).
+        """
+        if is_async_client(client):
+            from luapipe.aio_forms import run_value_async
+
+            return run_value_async(self, client, form, keys, args or {})
         return self.run_detailed(client, form, keys=keys, args=args).value
 
+    @overload
     def run_detailed(
         self,
-        client: redis.Redis,
+        client: AsyncClient,
         form: str,
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
         max_retries: int = 20,
-    ) -> RunResult:
+    ) -> Coroutine[Any, Any, RunResult]: ...
+    @overload
+    def run_detailed(
+        self,
+        client: SyncClient,
+        form: str,
+        *,
+        keys: Mapping[str, Any],
+        args: Mapping[str, Any] | None = None,
+        max_retries: int = 20,
+    ) -> RunResult: ...
+    def run_detailed(
+        self,
+        client: Any,
+        form: str,
+        *,
+        keys: Mapping[str, Any],
+        args: Mapping[str, Any] | None = None,
+        max_retries: int = 20,
+    ) -> Any:
         """Like :meth:`run`, with round trips, commands and transaction retries counted."""
+        if is_async_client(client):
+            from luapipe.aio_forms import run_form_async
+
+            return run_form_async(self, client, form, keys, args or {}, max_retries=max_retries)
         from luapipe.forms import run_form
 
         return run_form(self, client, form, keys, args or {}, max_retries=max_retries)

@@ -7,9 +7,9 @@ environment dict) plus its generated Lua; replies are normalised so RESP2/RESP3 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import redis.exceptions as rex
 
@@ -18,13 +18,17 @@ from luapipe import transport
 from luapipe.errors import TransactionAborted
 
 __all__ = [
+    "Cmd",
     "Plan",
     "ReadStep",
     "RunResult",
     "TransactionAborted",
     "WriteStep",
+    "Steps",
     "check",
+    "drive",
     "enc",
+    "encode",
     "flat",
     "opt_text",
     "score",
@@ -34,6 +38,13 @@ __all__ = [
 
 Env = dict[str, Any]
 Fn = Callable[[Env], Any]
+Cmd = tuple[Any, ...]
+T = TypeVar("T")
+#: A form as an I/O-free generator: it yields a batch of commands (one round trip), is sent
+#: the replies (error replies as :class:`~luapipe.transport.ReplyError` in their slots) and
+#: returns its result. :func:`drive` runs it on a sync session, ``aio_forms.drive_async`` on
+#: an async one: the same steps, commands and reply handling either way.
+Steps: TypeAlias = Generator[list[Cmd], list[Any], T]
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,22 @@ def check(reply: Any) -> Any:
 
 def enc(v: Any) -> Any:
     return v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
+
+
+def encode(cmds: Sequence[Cmd]) -> list[Cmd]:
+    """Commands as sent: every str as UTF-8 (surrogates kept) bytes."""
+    return [tuple(enc(x) for x in c) for c in cmds]
+
+
+def drive(steps: Steps[T], s: transport.Session) -> T:
+    """Run ``steps`` on one sync session: each yielded batch is one round trip."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send(s.execute(batch))
+    except StopIteration as done:
+        result: T = done.value
+        return result
 
 
 # -- arguments ---------------------------------------------------------------------------

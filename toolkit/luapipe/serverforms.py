@@ -1,5 +1,9 @@
 """The server-side forms: the generated Lua as a script (through the registry) and as a
-Redis Function library (FCALL / FCALL_RO), one round trip each in steady state."""
+Redis Function library (FCALL / FCALL_RO), one round trip each in steady state.
+
+The function form is written once as :data:`~luapipe.plan.Steps` (:func:`function_steps`);
+the script form's sending is the registry's (``reg.call`` takes sync and async clients).
+"""
 
 from __future__ import annotations
 
@@ -11,20 +15,21 @@ import redis
 
 from luapipe import transport
 from luapipe.errors import ScriptRuntimeError
-from luapipe.plan import Env, Plan, enc, to_wire, wire
+from luapipe.plan import Env, Plan, Steps, drive, encode, to_wire, wire
 from luapipe.script import LuaScript
 
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
 
-__all__ = ["function", "script"]
+__all__ = ["function", "function_steps", "registry_of", "script", "script_name", "split"]
 
 _LOCK = threading.Lock()
 _REGISTRIES: dict[str, ScriptRegistry] = {}
 _FUNCTIONS: set[tuple[str, str]] = set()
 
 
-def _registry(plan: Plan) -> ScriptRegistry:
+def registry_of(plan: Plan) -> ScriptRegistry:
+    """A registry holding the plan's generated script (one per script text)."""
     from luapipe.registry import ScriptRegistry
 
     with _LOCK:
@@ -35,38 +40,44 @@ def _registry(plan: Plan) -> ScriptRegistry:
         return reg
 
 
-def _split(plan: Plan, env: Env) -> tuple[list[str], list[str]]:
+def script_name(plan: Plan) -> str:
+    return f"op_{plan.name}"
+
+
+def split(plan: Plan, env: Env) -> tuple[list[str], list[str]]:
+    """KEYS and ARGV of a call, as the script and the function receive them."""
     keys = [x for k, _ in plan.keys for x in to_wire(env[k])]
     return keys, [x for a, _ in plan.args for x in to_wire(env[a])]
 
 
-def _encode_cmds(cmds: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    return [tuple(enc(x) for x in c) for c in cmds]
-
-
 def script(plan: Plan, client: redis.Redis, env: Env) -> Any:
     """EVALSHA (EVALSHA_RO when read-only) through a registry of the generated script."""
-    keys, args = _split(plan, env)
-    return wire(_registry(plan).call(client, f"op_{plan.name}", keys, args))
+    keys, args = split(plan, env)
+    return wire(registry_of(plan).call(client, script_name(plan), keys, args))
+
+
+def function_steps(plan: Plan, env: Env, address: str) -> Steps[Any]:
+    """FCALL (FCALL_RO) on the node at ``address``; a function not yet known there is
+    loaded with REPLACE in the same write. "Function not found" means it did not run, so
+    sending it again with the load is safe; anything else is never re-sent."""
+    keys, args = split(plan, env)
+    call = ("FCALL_RO" if plan.read_only else "FCALL", plan.function_name, len(keys), *keys, *args)
+    known = (address, plan.function_name)
+    if known in _FUNCTIONS:
+        (reply,) = yield encode([call])
+        if not (isinstance(reply, transport.ReplyError) and "Function not found" in reply.text):
+            return _function_reply(plan, reply)
+    load, reply = yield encode([("FUNCTION", "LOAD", "REPLACE", plan.lua_library), call])
+    transport.raise_for(load)
+    with _LOCK:
+        _FUNCTIONS.add(known)
+    return _function_reply(plan, reply)
 
 
 def function(plan: Plan, client: redis.Redis, env: Env) -> Any:
     """FCALL (FCALL_RO); an unknown function is loaded with REPLACE in the same write."""
-    keys, args = _split(plan, env)
-    call = ("FCALL_RO" if plan.read_only else "FCALL", plan.function_name, len(keys), *keys, *args)
     with transport.session(client) as s:
-        known = (s.address, plan.function_name)
-        if known in _FUNCTIONS:
-            reply = s.execute(_encode_cmds([call]))[0]
-            if not (isinstance(reply, transport.ReplyError) and "Function not found" in reply.text):
-                return _function_reply(plan, reply)
-        load, reply = s.execute(
-            _encode_cmds([("FUNCTION", "LOAD", "REPLACE", plan.lua_library), call])
-        )
-        transport.raise_for(load)
-        with _LOCK:
-            _FUNCTIONS.add(known)
-        return _function_reply(plan, reply)
+        return drive(function_steps(plan, env, s.address), s)
 
 
 _FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_function:\d+\.$")
