@@ -85,10 +85,15 @@ def _int(rng: random.Random, lo: Any = None, hi: Any = None) -> int:
 
 
 def _scalar(rng: random.Random, kind: str, spec: Any, ns: str) -> Any:
+    value = _raw_scalar(rng, kind, spec)
+    # a key prefix stays in the namespace (on a cluster: its hash tag) whatever its value
+    return ns + value if getattr(spec, "key_prefix", False) and isinstance(value, str) else value
+
+
+def _raw_scalar(rng: random.Random, kind: str, spec: Any) -> Any:
     samples = getattr(spec, "samples", ())
     if samples and rng.random() < 0.9:
-        value = rng.choice(samples)
-        return ns + value if getattr(spec, "key_prefix", False) else value
+        return rng.choice(samples)
     if kind == "int":
         return _int(rng, getattr(spec, "min", None), getattr(spec, "max", None))
     if kind == "float":

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from luapipe import cluster as _cluster
 from luapipe import runtime as _rt
 from luapipe import transport
 from luapipe.casegen import Case, KeyState, sample_case
+from luapipe.clusterforms import execute_routed, run_op
+from luapipe.clustersafety import safety_for, skipped_forms
 from luapipe.errors import LuapipeError
 
 if TYPE_CHECKING:
@@ -43,11 +46,15 @@ def error_code(exc: BaseException) -> str:
 
 
 def setup(client: redis.Redis, case: Case) -> None:
-    """Delete every key of ``case`` and write its initial state (one round trip)."""
-    cmds: list[tuple[Any, ...]] = [("DEL", *case.universe)] if case.universe else []
+    """Delete every key of ``case`` and write its initial state (one round trip; on a
+    cluster one per node that holds its keys)."""
+    if _cluster.is_cluster(client):
+        cmds: list[tuple[Any, ...]] = [("DEL", k) for k in case.universe]
+    else:
+        cmds = [("DEL", *case.universe)] if case.universe else []
     for ks in case.state:
         cmds.extend(ks.commands())
-    for reply in transport.execute(client, cmds):
+    for reply in execute_routed(client, cmds)[0]:
         transport.raise_for(reply)
 
 
@@ -144,7 +151,7 @@ class VerifyReport:
     seed: int
     errors_agreed: int = 0
     mismatch: Mismatch | None = None
-    skipped: tuple[str, ...] = field(default=())
+    skipped: tuple[str, ...] = field(default=())  # "form (why)": forms that could not run
 
     @property
     def ok(self) -> bool:
@@ -163,7 +170,7 @@ class VerifyReport:
 def _run_one(op: Operation, client: redis.Redis, form: str, case: Case) -> tuple[Outcome, Any]:
     setup(client, case)
     try:
-        outcome: Outcome = ("ok", op.run(client, form, keys=case.keys_dict, args=case.args_dict))
+        outcome: Outcome = ("ok", run_op(op, client, form, case.keys_dict, case.args_dict).value)
     except LuapipeError as exc:
         outcome = ("error", error_code(exc))
     return outcome, dump(client, case.namespace)
@@ -211,21 +218,32 @@ def verify(
     forms: tuple[str, ...] | None = None,
     namespace: str | None = None,
 ) -> VerifyReport:
-    """Run ``cases`` random cases through every form; never raises on a mismatch."""
+    """Run ``cases`` random cases through every form; never raises on a mismatch.
+
+    On a cluster the default namespace is one hash tag, so every form can run; forms that
+    cannot run with the keys of some case (keys in several slots, computed keys without the
+    tag) are skipped and named with the reason in ``skipped``."""
     use = tuple(forms or op.forms)
     skipped: tuple[str, ...] = ()
     if _is_fake(client) and op.read_only and "script" in use:
         # fakeredis rejects the '#!lua flags=no-writes' line a read-only script needs
         use, skipped = tuple(f for f in use if f != "script"), ("script (fakeredis: no #!lua)",)
-    ns = namespace if namespace is not None else f"luapipe:verify:{op.name}:{seed}:"
+    ns = namespace if namespace is not None else default_namespace(op, client, seed)
     rng = random.Random(seed)
+    samples = [sample_case(op, rng, ns, seed=seed, index=i) for i in range(cases)]
+    unsafe = skipped_forms([safety_for(op, client, c.keys_dict, c.args_dict) for c in samples])
+    by_reason: dict[str, list[str]] = {}
+    for f, why in unsafe.items():
+        if f in use:
+            by_reason.setdefault(why, []).append(f)
+    skipped += tuple(f"{', '.join(fs)} ({why})" for why, fs in by_reason.items())
+    use = tuple(f for f in use if f not in unsafe)
     start = time.monotonic()
     errors = 0
     done = 0
     mismatch = None
     try:
-        for i in range(cases):
-            case = sample_case(op, rng, ns, seed=seed, index=i)
+        for case in samples:
             found, ref = _compare(op, client, use, case)
             done += 1
             if found is not None:
@@ -241,11 +259,18 @@ def verify(
     )
 
 
+def default_namespace(op: Operation, client: Any, seed: int) -> str:
+    """Where verify's keys live; on a cluster one hash tag, so every key shares a slot."""
+    if _cluster.is_cluster(client):
+        return f"luapipe:verify:{{{op.name}:{seed}}}:"
+    return f"luapipe:verify:{op.name}:{seed}:"
+
+
 def outcome_of(
     op: Operation, client: redis.Redis, form: str, keys: Mapping[str, Any], args: Mapping[str, Any]
 ) -> Outcome:
     try:
-        return ("ok", op.run(client, form, keys=keys, args=args))
+        return ("ok", run_op(op, client, form, keys, args).value)
     except LuapipeError as exc:
         return ("error", error_code(exc))
 

@@ -1,0 +1,210 @@
+"""Run the generated forms on a Redis Cluster (``redis.cluster.RedisCluster``).
+
+- naive / pipelined: every command goes to the primary that owns its key's slot; a
+  pipelined step whose keys live on several nodes is one round trip per node, replies
+  put back in the caller's order. A command answered MOVED/ASK/TRYAGAIN/CLUSTERDOWN did not
+  run: the slot map is re-read and only those commands are re-sent.
+- transaction: WATCH/MULTI/EXEC on the node that owns the (one) slot of the declared keys.
+- script: through the registry, which already routes by slot and loads on demand.
+- function: FCALL on the slot's node; the library is loaded there on demand (FUNCTION LOAD
+  is replicated, so a promoted replica has it).
+
+Keys of an atomic form in different slots raise :class:`~luapipe.errors.CrossSlotError`
+before anything is sent (see :mod:`luapipe.clustersafety` to know beforehand).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from luapipe import clientforms, cluster, serverforms, transport
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    OutcomeUnknown,
+    ScriptRuntimeError,
+    ServerError,
+)
+from luapipe.plan import Env, Plan, RunResult, to_wire
+
+if TYPE_CHECKING:
+    from luapipe.operation import Operation
+
+__all__ = [
+    "RoutedSession",
+    "execute_routed",
+    "invariant_of",
+    "routed_session",
+    "run_cluster",
+    "run_op",
+]
+
+ATTEMPTS = 6
+_REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def _backoff(client: Any, attempt: int) -> None:
+    from luapipe.registry import refresh_later
+
+    refresh_later(client, attempt)
+
+
+def _key_of(args: Sequence[Any]) -> Any:
+    return args[1] if len(args) > 1 else None
+
+
+def execute_routed(
+    client: Any, commands: Sequence[Sequence[Any]], *, parse: bool = False
+) -> tuple[list[Any], int]:
+    """Send ``commands`` (one key each, at position 1) to the nodes that own their keys:
+    one write per node; ``(replies in order, round trips)``. Error replies are
+    :class:`~luapipe.transport.ReplyError` values, as in :mod:`luapipe.transport`."""
+    cmds = [tuple(c) for c in commands]
+    if not cluster.is_cluster(client):
+        with transport.session(client) as one:
+            return one.execute(cmds, parse=parse), one.round_trips
+    replies: list[Any] = [None] * len(cmds)
+    pending = list(range(len(cmds)))
+    trips = 0
+    for attempt in range(ATTEMPTS):
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for i in pending:
+            key = _key_of(cmds[i])
+            name, node = cluster.node_client(client, None if key is None else client.keyslot(key))
+            groups.setdefault(name, (node, []))[1].append(i)
+        retry: list[int] = []
+        for node, idx in groups.values():
+            try:
+                with transport.session(node) as s:
+                    out = s.execute([cmds[i] for i in idx], parse=parse)
+                    trips += s.round_trips
+            except ConnectionFailed:  # nothing was sent: route again
+                retry.extend(idx)
+                continue
+            for i, reply in zip(idx, out, strict=True):
+                if isinstance(reply, transport.ReplyError) and reply.is_redirect:
+                    retry.append(i)
+                else:
+                    replies[i] = reply
+        if not retry:
+            return replies, trips
+        pending = sorted(retry)
+        _backoff(client, attempt)
+    raise ServerError(f"no node would take {len(pending)} command(s) after {ATTEMPTS} attempts")
+
+
+class RoutedSession(transport.Session):
+    """A :class:`~luapipe.transport.Session` look-alike whose batches are routed per key."""
+
+    __slots__ = ("_cluster",)
+
+    def __init__(self, client: Any) -> None:  # no connection of its own
+        self._cluster = client
+        self.client = client
+        self.conn = None
+        self.address = "cluster"
+        self.round_trips = 0
+        self.broken = False
+
+    def execute(
+        self, commands: Sequence[transport.Command | Sequence[Any]], *, parse: bool = False
+    ) -> list[Any]:
+        raw = [c.args if isinstance(c, transport.Command) else tuple(c) for c in commands]
+        if not raw:
+            return []
+        replies, trips = execute_routed(self._cluster, raw, parse=parse)
+        self.round_trips += trips
+        return replies
+
+    def send_one(self, args: tuple[Any, ...]) -> Any:
+        return self.execute([args])[0]
+
+
+@contextlib.contextmanager
+def routed_session(client: Any) -> Iterator[transport.Session]:
+    """A routed session on a cluster client, the usual one-connection session otherwise."""
+    if cluster.is_cluster(client):
+        yield RoutedSession(client)
+    else:
+        with transport.session(client) as s:
+            yield s
+
+
+def _node_for(plan: Plan, client: Any, env: Env) -> Any:
+    keys = [x for k, _ in plan.keys for x in to_wire(env[k])]
+    return cluster.node_client(client, cluster.slot_of(client, keys))[1]
+
+
+def _function(plan: Plan, client: Any, env: Env) -> Any:
+    for attempt in range(ATTEMPTS):
+        try:
+            return serverforms.function(plan, _node_for(plan, client, env), env)
+        except OutcomeUnknown:
+            raise
+        except ConnectionFailed:  # nothing was sent
+            pass
+        except ScriptRuntimeError as exc:  # a redirect reply: the function did not run
+            if not str(exc).split("failed: ", 1)[-1].startswith(_REDIRECTS):
+                raise
+        _backoff(client, attempt)
+    raise ServerError(f"no node would take function {plan.function_name!r}")
+
+
+def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) -> RunResult:
+    """Run one bound call of ``plan`` in ``form`` on the cluster ``client``."""
+    if form == "script":
+        return RunResult(serverforms.script(plan, client, env), form, 1)
+    if form == "function":
+        return RunResult(_function(plan, client, env), form, 1)
+    if form == "transaction":
+        return clientforms.transaction(plan, _node_for(plan, client, env), env, max_retries)
+    runner = {"naive": clientforms.naive, "pipelined": clientforms.pipelined}.get(form)
+    if runner is None:
+        raise CallArgumentError(
+            f"unknown form {form!r} (naive, pipelined, transaction, script, function)"
+        )
+    s = RoutedSession(client)
+    return RunResult(runner(plan, s, env), form, s.round_trips)
+
+
+def run_op(
+    op: Operation,
+    client: Any,
+    form: str,
+    keys: Mapping[str, Any],
+    args: Mapping[str, Any],
+    *,
+    max_retries: int = 20,
+) -> RunResult:
+    """``op.run_detailed`` that also takes a cluster client (every form, routed by slot)."""
+    if not cluster.is_cluster(client):
+        done: RunResult = op.run_detailed(
+            client, form, keys=keys, args=args, max_retries=max_retries
+        )
+        return done
+    from luapipe.forms import bind, plan_of
+
+    plan = plan_of(op)
+    return run_cluster(plan, client, form, bind(plan, keys, args), max_retries)
+
+
+def invariant_of(
+    op: Operation, client: Any, keys: Mapping[str, Any], args: Mapping[str, Any]
+) -> Any:
+    """``op.check_invariant`` that also takes a cluster client (reads routed per key)."""
+    if not cluster.is_cluster(client):
+        return op.check_invariant(client, keys=keys, args=args)
+    from luapipe.forms import bind, plan_of
+
+    plan = plan_of(op)
+    if plan.invariant is None:
+        return None
+    env = bind(plan, keys, args)
+    s = RoutedSession(client)
+    for level in range(plan.levels):
+        clientforms.read_level(s, plan, level, env)
+    for name, fn in plan.lets:
+        env[name] = fn(env)
+    return plan.invariant(env)
