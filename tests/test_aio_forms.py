@@ -20,7 +20,13 @@ import redis.asyncio
 from luapipe import clientforms
 from luapipe.aio_forms import run_plan_async
 from luapipe.bench.server import ServerProcess
-from luapipe.errors import CallArgumentError, LuapipeError, OutcomeUnknown, TransactionAborted
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    LuapipeError,
+    OutcomeUnknown,
+    TransactionAborted,
+)
 from luapipe.forms import plan_of, run_plan
 from luapipe.operation import Operation
 from luapipe.plan import RunResult
@@ -40,7 +46,7 @@ repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= tonumber(AR
 return 1"""
 
 
-def arun(factory: Callable[[], redis.asyncio.Redis], body: Callable[[Any], Awaitable[T]]) -> T:
+def arun(factory: Callable[[], Any], body: Callable[[Any], Awaitable[T]]) -> T:
     async def main() -> T:
         client = factory()
         try:
@@ -282,6 +288,33 @@ def test_transaction_timeout_at_exec_is_outcome_unknown_and_committed_once(
     assert r.get("stock") == b"3"
 
 
+def test_connection_killed_between_watch_and_exec_never_commits_unwatched(
+    r: redis.Redis, redis_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WATCH + GET, then the connection is killed and another client takes the last unit:
+    the async transaction must not reconnect and EXEC what it computed from the stale read."""
+    r.set("stock", 1)
+    real_compute = clientforms.compute
+
+    def kill_then_compute(plan: Any, env: Any) -> Any:
+        r.client_kill_filter(_type="normal", skipme=True)  # the async client's connection
+        r.set("stock", 0)
+        return real_compute(plan, env)
+
+    monkeypatch.setattr(clientforms, "compute", kill_then_compute)
+
+    async def body(a: redis.asyncio.Redis) -> None:
+        with pytest.raises((OutcomeUnknown, ConnectionFailed)):
+            await STOCK.run(a, "transaction", keys={"stock": "stock"}, args={"qty": 1})
+        monkeypatch.setattr(clientforms, "compute", real_compute)
+        # the client recovers: a fresh connection, one clean attempt
+        assert await STOCK.run(a, "transaction", keys={"stock": "stock"}, args={"qty": 1}) == [0, 0]
+
+    reset_stats(r)
+    arun(on_server(redis_server), body)
+    assert r.get("stock") == b"0" and calls(r, "exec") == 1  # never below zero
+
+
 # -- WATCH retries ----------------------------------------------------------------------------
 
 
@@ -329,3 +362,38 @@ def test_transaction_retries_then_gives_up(r: redis.Redis, monkeypatch: pytest.M
     first = arun(lambda: redis.asyncio.Redis(**_kw(r)), body)
     assert (first.value, first.retries, first.round_trips) == ([0, 1], 1, 4)
     assert int(r.get("stock") or 0) == 1 - 3 * 4  # only the other client wrote
+
+
+# -- redis.asyncio.RedisCluster ---------------------------------------------------------------
+
+
+@pytest.mark.cluster
+def test_cluster_runs_the_script_form_and_refuses_the_others_clearly() -> None:
+    import redis.asyncio.cluster as acluster
+
+    from luapipe.bench.cluster import EmbeddedCluster
+    from luapipe.errors import CrossSlotError
+
+    transfer = OPS["transfer"]
+    nodes = EmbeddedCluster(primaries=3, replicas=0).start()
+    try:
+        sync = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes.ports[0])
+        sync.set("{acct}:a", 10)
+        keys = {"src": "{acct}:a", "dst": "{acct}:b"}
+
+        async def body(a: acluster.RedisCluster) -> list[Any]:
+            out = [await transfer.run(a, "script", keys=keys, args={"amount": 4})]
+            for form in ("naive", "pipelined", "transaction", "function"):
+                with pytest.raises(CallArgumentError, match=f"the {form} form needs a single-node"):
+                    await transfer.run(a, form, keys=keys, args={"amount": 1})
+            with pytest.raises(CrossSlotError):
+                await transfer.run(a, "script", keys={"src": "a", "dst": "b"}, args={"amount": 1})
+            return out
+
+        got = arun(lambda: acluster.RedisCluster(host="127.0.0.1", port=nodes.ports[0]), body)
+        assert got == [[1, 6]]  # moved 4, 6 left
+        assert (sync.get("{acct}:a"), sync.get("{acct}:b")) == (b"6", b"4")
+        assert transfer.run(sync, "script", keys=keys, args={"amount": 4}) == [1, 2]  # same script
+        sync.close()
+    finally:
+        nodes.stop()
