@@ -206,24 +206,6 @@ class Operation:
         return python_module(self)
 
     # -- running ------------------------------------------------------------------------
-    @overload
-    def run(
-        self,
-        client: AsyncClient,
-        form: str,
-        *,
-        keys: Mapping[str, Any],
-        args: Mapping[str, Any] | None = None,
-    ) -> Coroutine[Any, Any, Any]: ...
-    @overload
-    def run(
-        self,
-        client: SyncClient,
-        form: str,
-        *,
-        keys: Mapping[str, Any],
-        args: Mapping[str, Any] | None = None,
-    ) -> Any: ...
     def run(
         self,
         client: Any,
