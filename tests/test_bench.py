@@ -19,7 +19,7 @@ from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenW
 from luapipe.errors import EnvironmentProblem
 from luapipe.report.jsonio import REQUIRED_RECORD_FIELDS
 
-QUICK = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=2, bystander=False)
+QUICK = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=2, bystander=False, patience_s=0.5)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
 from luapipe.bench.loop import WorkerResult
 from luapipe.bench.model import predict_ms
 from luapipe.bench.results import Record
@@ -33,14 +31,19 @@ HARNESS_COMMANDS = (
 )
 
 
-def server_cost(admin: redis.Redis) -> dict[str, tuple[int, int]]:
-    """``{command: (calls, usec)}`` from INFO commandstats."""
-    raw: dict[str, Any] = dict(admin.info("commandstats"))
-    out = {}
-    for key, v in raw.items():
-        name = key.removeprefix("cmdstat_")
-        if isinstance(v, dict):
-            out[name] = (int(v.get("calls", 0)), int(v.get("usec", 0)))
+def server_cost(admin: Any) -> dict[str, tuple[int, int]]:
+    """``{command: (calls, usec)}`` from INFO commandstats (summed over a cluster's
+    primaries)."""
+    from luapipe.bench.topology import primaries
+
+    out: dict[str, tuple[int, int]] = {}
+    for node in primaries(admin):
+        raw: dict[str, Any] = dict(node.info("commandstats"))
+        for key, v in raw.items():
+            name = key.removeprefix("cmdstat_")
+            if isinstance(v, dict):
+                c0, u0 = out.get(name, (0, 0))
+                out[name] = (c0 + int(v.get("calls", 0)), u0 + int(v.get("usec", 0)))
     return out
 
 
@@ -71,6 +74,8 @@ class SliceCost:
             if name.split("|")[0] in HARNESS_COMMANDS:
                 continue
             c0, u0 = before.get(name, (0, 0))
+            if c1 < c0:  # the server restarted during the slice: its counters began again
+                c0 = u0 = 0
             dc, du = c1 - c0, u1 - u0
             if name == "get" and bystander_gets and dc > 0:
                 share = min(bystander_gets, dc)

@@ -78,9 +78,18 @@ def _connections(client: redis.Redis) -> list[Any]:
 
 
 def counters(client: redis.Redis) -> Counts:
-    """Sum of the counters of every connection the client's pool holds."""
+    """Sum of the counters of every connection the client's pool holds (every node's pool
+    for a cluster client)."""
+    nodes = getattr(client, "get_nodes", None)
+    conns: list[Any] = []
+    if nodes is not None:
+        for node in nodes():
+            if node.redis_connection is not None:
+                conns.extend(_connections(node.redis_connection))
+    else:
+        conns = _connections(client)
     writes = commands = 0
-    for conn in _connections(client):
+    for conn in conns:
         writes += getattr(conn, "writes", 0)
         commands += getattr(conn, "commands", 0)
     return Counts(writes, commands)

@@ -22,7 +22,15 @@ from luapipe.bench.stats import LatencyHistogram
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, mask_url
 
-__all__ = ["Bystander", "ClientPlan", "WorkerResult", "run_client", "run_clients", "wait_until"]
+__all__ = [
+    "Bystander",
+    "ClientPlan",
+    "WorkerResult",
+    "client_for",
+    "run_client",
+    "run_clients",
+    "wait_until",
+]
 
 SPIN_S = 150e-6  # time.sleep overshoots ~90-110 us here: sleep to 150 us before, then spin
 MAX_ERROR_SAMPLES = 3
@@ -46,6 +54,7 @@ class ClientPlan:
     t_start: float
     t_end: float
     rate: float | None = None  # calls per second for this client (open loop)
+    cluster: bool = False  # url is a cluster node: use a cluster client
 
 
 @dataclass(frozen=True)
@@ -118,10 +127,21 @@ def _connect(client: redis.Redis) -> None:
     pool.release(pool.get_connection())
 
 
+def client_for(plan: ClientPlan) -> redis.Redis:
+    """A connected counting client for ``plan`` (a cluster client on a cluster)."""
+    if plan.cluster:
+        from luapipe.bench.topology import counting_cluster_client
+
+        rc: Any = counting_cluster_client(plan.url)
+        return rc  # type: ignore[no-any-return]
+    client = counting_client(plan.url, socket_timeout=30)
+    _connect(client)
+    return client
+
+
 def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
     try:
-        client = counting_client(plan.url, socket_timeout=30)
-        _connect(client)
+        client = client_for(plan)
         out.send(run_client(workload, client, plan))
     except BaseException as exc:  # the parent reports it; a worker never hangs the run
         out.send(f"{type(exc).__name__}: {mask_url(str(exc))}")

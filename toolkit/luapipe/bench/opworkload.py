@@ -17,6 +17,9 @@ from typing import Any
 import redis
 
 from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload, Workload
+from luapipe.cluster import is_cluster
+from luapipe.clusterforms import invariant_of, run_op
+from luapipe.clustersafety import safety_for, skipped_forms
 from luapipe.errors import LuapipeError
 
 __all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads"]
@@ -42,19 +45,22 @@ class OperationWorkload:
     def _select_cases(self, client: redis.Redis) -> None:
         """Sample cases that run cleanly: verify's edge cases (wrong types, non-numbers,
         states that already break the invariant) are for equivalence, not for timing. Each
-        candidate is set up and run three times (script form) with the invariant checked
-        before each run and after; one that errors or breaks the invariant is skipped."""
+        candidate is set up and run three times (script form, or one that can run here) with
+        the invariant checked before each run and after; one that errors or breaks the
+        invariant is skipped. Each case's keys share a hash tag (one cluster slot)."""
         rng = random.Random(self.seed)
         want = 1 if self.contention == "hot" else self.pool
         chosen: list[Any] = []
         for _ in range(want * 20):
-            case = self.op.sample_case(rng, f"bench{len(chosen)}:")
+            case = self.op.sample_case(rng, f"{{bench{len(chosen)}}}:")
+            safe = safety_for(self.op, client, case.keys_dict, case.args_dict)
+            form = "script" if safe["script"].ok else "pipelined"
             try:
                 self.op.setup(client, case)
                 for _ in range(3):
                     if not self._holds(client, case):
                         raise ValueError("the invariant does not hold in this state")
-                    self.op.run(client, "script", keys=case.keys_dict, args=case.args_dict)
+                    run_op(self.op, client, form, case.keys_dict, case.args_dict)
                 if not self._holds(client, case):
                     raise ValueError("the invariant does not hold in this state")
                 self.op.setup(client, case)
@@ -103,7 +109,15 @@ class OperationWorkload:
         return inv is None or inv.conserved or bool(self._invariant(client, case))
 
     def _invariant(self, client: redis.Redis, case: Any) -> Any:
-        return self.op.check_invariant(client, keys=case.keys_dict, args=case.args_dict)
+        return invariant_of(self.op, client, case.keys_dict, case.args_dict)
+
+    def cluster_skips(self, client: Any) -> dict[str, str]:
+        """``{form: reason}`` for the forms that cannot run with these cases' keys."""
+        if not self.cases:
+            self.reset(client)
+        return skipped_forms(
+            [safety_for(self.op, client, c.keys_dict, c.args_dict) for c in self.cases]
+        )
 
     def prepare(self, client: redis.Redis, form: str) -> None:
         return None  # the discarded warm-up loads scripts and functions
@@ -113,6 +127,11 @@ class OperationWorkload:
         chooser = KeyChooser(self.contention, len(self.cases))
         calls = [(c.keys_dict, c.args_dict) for c in self.cases]
         run = self.op.run_detailed
+        if is_cluster(client):
+            op = self.op
+
+            def run(client: Any, form: str, *, keys: Any, args: Any) -> Any:
+                return run_op(op, client, form, keys, args)
 
         def call(i: int) -> int:
             keys, args = calls[chooser.pick(rng)]

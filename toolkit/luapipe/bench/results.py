@@ -11,7 +11,7 @@ from typing import Any
 from luapipe.bench.model import Crossover
 from luapipe.bench.rttproxy import Calibration
 
-__all__ = ["BenchResult", "Record", "SCHEMA_VERSION"]
+__all__ = ["BenchResult", "Record", "SCHEMA_VERSION", "error_summary"]
 
 SCHEMA_VERSION = 1
 
@@ -67,6 +67,11 @@ class BenchResult:
     crossovers: list[Crossover]
     recommendations: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: forms that could not run here (a cluster and keys in several slots): operation, form,
+    #: reason
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    #: failed calls per (operation, form, rtt, clients), and the harness's retried failures
+    errors: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,4 +85,23 @@ class BenchResult:
             "crossovers": [asdict(c) | {"text": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,
             "notes": self.notes,
+            "skipped": self.skipped,
+            "errors": self.errors,
         }
+
+
+def error_summary(records: list[Record]) -> list[dict[str, Any]]:
+    """One entry per record that had failed calls: where, how many, and samples."""
+    return [
+        {
+            "operation": r.operation,
+            "form": r.form,
+            "rtt_ms": r.rtt_ms_nominal,
+            "clients": r.clients,
+            "errors": r.errors,
+            "calls": r.calls,
+            "samples": r.error_samples[:3],
+        }
+        for r in records
+        if r.errors
+    ]

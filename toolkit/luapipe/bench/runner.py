@@ -8,25 +8,36 @@ probe beside it, and ends with the workload's invariant check.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import redis
+import redis.cluster
 
 from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_cost
-from luapipe.bench.counting import counting_client
 from luapipe.bench.loop import Bystander, ClientPlan, WorkerResult, run_client, run_clients
-from luapipe.bench.manifest import build_manifest, netem_available, refuse_fake
-from luapipe.bench.model import crossovers, fit_cost
+from luapipe.bench.manifest import build_manifest, refuse_fake
+from luapipe.bench.patience import Events, patiently
 from luapipe.bench.results import BenchResult, Record
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
+from luapipe.bench.summary import summarize
+from luapipe.bench.topology import (
+    counting_for,
+    hostport,
+    is_cluster_server,
+    primaries,
+    retarget,
+    workload_skips,
+)
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, mask_url, translate
 
 __all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,7 @@ class BenchConfig:
     bystander: bool = True
     bystander_interval_s: float = 0.002
     seed: int = 1
+    patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
 
 
 @dataclass(frozen=True)
@@ -47,15 +59,6 @@ class Progress:
     done: int
     total: int
     label: str
-
-
-def retarget(url: str, host: str, port: int) -> str:
-    """``url`` with its host:port replaced (user, password and db kept)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-    return urlunsplit(parts._replace(netloc=f"{auth}{host}:{port}"))
 
 
 class _Run:
@@ -67,13 +70,41 @@ class _Run:
         progress: Callable[[Progress], None] | None,
     ) -> None:
         self.url, self.workloads, self.config = url, list(workloads), config
-        self.admin = redis.Redis.from_url(url, socket_timeout=60)
-        refuse_fake(self.admin)
+        self.node_admin = redis.Redis.from_url(url, socket_timeout=60)
+        refuse_fake(self.node_admin)
+        self.events = Events()
+        self.cluster = patiently(
+            lambda: is_cluster_server(self.node_admin), "connect", None, config.patience_s
+        )
+        self.admin: Any = self.node_admin
+        if self.cluster:
+            self.admin = redis.cluster.RedisCluster.from_url(url, socket_timeout=60)
+        self.skips = {
+            w.name: self.retry(partial(workload_skips, w, self.admin), "reset")
+            for w in self.workloads
+        }
         self.progress = progress
         self.done = 0
         self.guess_ms: dict[str, float] = {}
-        forms = sum(len(w.forms) for w in self.workloads)
+        forms = sum(len(self.forms(w)) for w in self.workloads)
         self.total = len(config.rtts_ms) * len(config.clients) * forms * (config.rounds + 1)
+
+    def forms(self, w: Workload) -> tuple[str, ...]:
+        """The forms of ``w`` that can run here (on a cluster: not the skipped ones)."""
+        return tuple(f for f in w.forms if f not in self.skips.get(w.name, {}))
+
+    def retry(self, fn: Callable[[], T], what: str) -> T:
+        """``fn()`` retried through restarts, BUSY and killed connections (idempotent)."""
+        return patiently(fn, what, self.events, self.config.patience_s)
+
+    def cost(self) -> dict[str, tuple[int, int]]:
+        """INFO commandstats, summed over the primaries of a cluster."""
+        return self.retry(lambda: server_cost(self.admin), "INFO commandstats")
+
+    def close(self) -> None:
+        self.admin.close()
+        if self.admin is not self.node_admin:
+            self.node_admin.close()
 
     def tick(self, label: str) -> None:
         self.done += 1
@@ -91,27 +122,30 @@ class _Run:
         timed: bool,
     ) -> tuple[list[WorkerResult | str], SliceCost]:
         cfg = self.config
-        w.reset(self.admin)
+        self.retry(lambda: w.reset(self.admin), "reset")
         by = None
-        if timed and cfg.bystander:
-            self.admin.mset({f"bystander:{k}": "x" * 16 for k in range(100)})
+        if timed and cfg.bystander and not self.cluster:
+            keys = {f"bystander:{k}": "x" * 16 for k in range(100)}
+            self.retry(lambda: self.admin.mset(keys), "reset")
             by = Bystander(target, cfg.bystander_interval_s)
         wire = self.probe(target) if timed else (0.0, 0.0)
-        before = server_cost(self.admin)
+        before = self.cost()
         t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
         rate = cfg.rate / clients if cfg.rate else None
         plans = [
-            ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate) for k in range(clients)
+            ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate, self.cluster)
+            for k in range(clients)
         ]
         if client is not None:
             results: list[WorkerResult | str] = [run_client(w, client, plans[0])]
         else:
             results = run_clients(w, plans)
-        after = server_cost(self.admin)
+        after = self.cost()
         by_hist, by_count, _cpu = by.finish() if by is not None else (None, 0, 0.0)
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
         try:
-            ok, detail = w.check_invariant(self.admin, calls * w.batch)
+            check = partial(w.check_invariant, self.admin, calls * w.batch)
+            ok, detail = self.retry(check, "invariant check")
         except Exception as exc:  # a broken keyspace is a finding, not a crash
             ok, detail = False, f"invariant check raised {type(exc).__name__}: {exc}"
         window = time.perf_counter() - t0
@@ -122,16 +156,20 @@ class _Run:
     def probe(self, target: str) -> tuple[float, float]:
         """Wire time of one round trip on ``target``'s path now, and what it adds to direct
         (ms); measured beside each slice, under the same load, so the model tracks it."""
-        host, port = _hostport(target)
-        kw = self.admin.connection_pool.connection_kwargs
+        host, port = hostport(target)
+        kw = self.node_admin.connection_pool.connection_kwargs
         direct = (str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379)))
-        d_rtt, _ = measure_ping(*direct, 40)
-        if (host, port) == direct:
-            rtt_us, cpu_us = d_rtt, _
-        else:
-            guess = self.guess_ms.get(target, 1.0)
-            rtt_us, cpu_us = measure_ping(host, port, int(min(60, max(5, 60.0 / max(guess, 1.0)))))
-            self.guess_ms[target] = rtt_us / 1e3
+        try:
+            d_rtt, _ = self.retry(partial(measure_ping, *direct, 40), "probe")
+            if (host, port) == direct:
+                rtt_us, cpu_us = d_rtt, _
+            else:
+                guess = self.guess_ms.get(target, 1.0)
+                n = int(min(60, max(5, 60.0 / max(guess, 1.0))))
+                rtt_us, cpu_us = self.retry(partial(measure_ping, host, port, n), "probe")
+                self.guess_ms[target] = rtt_us / 1e3
+        except (OSError, redis.RedisError, LuapipeError):  # no probe this slice
+            return 0.0, 0.0
         return max(0.0, rtt_us - cpu_us) / 1e3, max(0.0, rtt_us - d_rtt) / 1e3
 
     def point(
@@ -139,16 +177,19 @@ class _Run:
     ) -> list[Record]:
         cfg = self.config
         in_proc = clients == 1 and cfg.rate is None
-        client = counting_client(target, socket_timeout=60) if in_proc else None
-        totals = {f: FormTotals() for f in w.forms}
+        forms = self.forms(w)
+        client = None
+        if in_proc:
+            client = self.retry(partial(counting_for, target, self.cluster), "connect")
+        totals = {f: FormTotals() for f in forms}
         try:
-            for form in w.forms:
-                w.prepare(self.admin, form)
-            for form in w.forms:  # warm-up, discarded
+            for form in forms:
+                self.retry(partial(w.prepare, self.admin, form), f"prepare {form}")
+            for form in forms:  # warm-up, discarded
                 self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
                 self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
             for _ in range(cfg.rounds):  # ABAB...
-                for form in w.forms:
+                for form in forms:
                     res, cost = self.slice(
                         w, form, target, clients, cfg.duration_s / cfg.rounds, client, timed=True
                     )
@@ -158,14 +199,7 @@ class _Run:
             if client is not None:
                 client.close()
         measured = cal.rtt_ms_measured if cal is not None else 0.0
-        return [build_record(w, f, totals[f], rtt, measured, clients, cfg.rate) for f in w.forms]
-
-
-def _hostport(url: str) -> tuple[str, int]:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return parts.hostname or "127.0.0.1", parts.port or 6379
+        return [build_record(w, f, totals[f], rtt, measured, clients, cfg.rate) for f in forms]
 
 
 def run_bench(
@@ -194,13 +228,21 @@ def _run_bench(
     progress: Callable[[Progress], None] | None,
 ) -> BenchResult:
     run = _Run(url, workloads, config, progress)
-    kw = run.admin.connection_pool.connection_kwargs
+    if run.cluster and any(r > 0 for r in config.rtts_ms):
+        run.close()
+        raise LuapipeError(
+            "simulated RTT is not available on a cluster (the delay proxy fronts one node; "
+            "redirects would bypass it): use --rtt 0"
+        )
+    kw = run.node_admin.connection_pool.connection_kwargs
     host, port = str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379))
     spec: dict[str, Any] = {
         "config": asdict(config),
         "workloads": [w.describe() for w in workloads],
     }
-    manifest = build_manifest(run.admin, url, spec)
+    manifest = build_manifest(run.node_admin, url, spec)
+    if run.cluster:
+        manifest["redis"]["cluster_primaries"] = len(primaries(run.admin))
     records: list[Record] = []
     cals: list[Calibration] = []
     proxy = RttProxy(host, port).start() if any(r > 0 for r in config.rtts_ms) else None
@@ -221,45 +263,18 @@ def _run_bench(
     finally:
         if proxy is not None:
             proxy.stop()
-        run.admin.close()
-    xs = []
-    for w in workloads:
-        for clients in config.clients:
-            costs = []
-            for form in w.forms:
-                points = [
-                    _point(r)
-                    for r in records
-                    if (r.operation, r.form, r.clients) == (w.name, form, clients)
-                    and r.latency_ms.get("mean") is not None
-                ]
-                if points:
-                    costs.append(fit_cost(form, points))
-            xs.extend(crossovers(w.name, clients, costs))
-    notes = [
-        "RTT 0 runs connect directly; RTT > 0 runs go through the delay proxy, whose own "
-        "overhead (proxy at delay 0 minus direct) is in the calibration table.",
-        "The model (round trips x wire time + server + client CPU) is compared with the "
-        "measured mean for 1 client, closed loop, batch 1; wire time is a back-to-back raw "
-        "PING on the same path (minus its client CPU) measured beside every timed slice.",
-        "Server us/op and server commands/op come from INFO commandstats deltas; the "
-        "bystander's GETs are subtracted (an estimate when the operation also uses GET).",
-    ]
-    load = os.getloadavg()[0]
-    manifest["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    if load > (os.cpu_count() or 1):
-        notes.append(
-            f"The machine was busy during this run (load average {load:.1f} on "
-            f"{os.cpu_count()} CPUs): other processes competed for the CPU, so timings are noisy."
-        )
-    if not netem_available():
-        notes.append("This kernel has no sch_netem, so RTT is simulated in user space.")
-    return BenchResult(
-        manifest=manifest, calibrations=cals, records=records, crossovers=xs, notes=notes
+        run.close()
+    return summarize(
+        manifest,
+        cals,
+        records,
+        [(w.name, run.forms(w)) for w in workloads],
+        config.clients,
+        cluster=run.cluster,
+        skipped=[
+            {"operation": name, "form": f, "reason": why}
+            for name, forms in run.skips.items()
+            for f, why in forms.items()
+        ],
+        events=run.events.as_list(),
     )
-
-
-def _point(r: Record) -> tuple[float, float, float, float]:
-    """(added RTT, wire time, round trips, mean latency) of one call."""
-    mean = r.latency_ms.get("mean") or 0.0
-    return r.rtt_ms_measured, r.wire_ms, r.round_trips_per_op * r.batch, mean

@@ -226,6 +226,16 @@ class UpdateTokenWorkload:
 
         return call
 
+    def cluster_skips(self, client: Any) -> dict[str, str]:
+        """Its keys are fixed names (Redis in Action): on a cluster they are in several slots,
+        so the atomic forms cannot run."""
+        from luapipe.clustersafety import slot
+
+        keys = ("login:", "recent:", "viewed:tok0", "viewed:")
+        shown = "; ".join(f"{k} in slot {slot(k)}" for k in keys)
+        why = f"CROSSSLOT: its keys are in {len({slot(k) for k in keys})} slots ({shown})"
+        return {f: why for f in ("transaction", "script", "function") if f in self.forms}
+
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
         pairs: list[tuple[Any, Any]] = client.zrange("viewed:", 0, -1, withscores=True)  # type: ignore[assignment]
         total = sum(float(score) for _, score in pairs)

@@ -41,7 +41,11 @@ Schema (``schema_version`` 1)::
       }],
       "crossovers": [{"operation", "clients", "more_trips", "fewer_trips", "rtt_ms", "text"}],
       "recommendations": [{"operation", "rtt_ms", "clients", "form", "text", "reasons"}],
-      "notes": [str]
+      "notes": [str],
+      "skipped": [{"operation", "form", "reason"}],  # forms that cannot run here (cluster)
+      "errors": [{"operation", "form", "rtt_ms", "clients", "errors", "calls", "samples"}]
+                 # failed calls per record with errors; "operation": "harness" entries count
+                 # the harness's own retried failures (restart, BUSY, killed connection)
     }
 """
 
@@ -105,4 +109,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
     data.setdefault("crossovers", [])
     data.setdefault("recommendations", [])
     data.setdefault("notes", [])
+    data.setdefault("skipped", [])
+    data.setdefault("errors", [])
     return dict(mask_tree(data))

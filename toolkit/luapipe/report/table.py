@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_table"]
+__all__ = ["render_table", "skipped_lines"]
 
 HEADER = (
     "operation",
@@ -66,6 +66,14 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+def skipped_lines(result: dict[str, Any]) -> list[str]:
+    """One line per operation and reason: the forms that could not run, and why."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for s in result.get("skipped", []):
+        grouped.setdefault((str(s["operation"]), str(s["reason"])), []).append(str(s["form"]))
+    return [f"skipped {op} {', '.join(forms)}: {why}" for (op, why), forms in grouped.items()]
+
+
 def render_table(result: dict[str, Any]) -> str:
     """Plain-text table (latencies in ms, per call) and the verdicts under it."""
     rows = [HEADER] + [_row(r) for r in result["records"]]
@@ -86,6 +94,12 @@ def render_table(result: dict[str, Any]) -> str:
             )
         for s in r.get("error_samples", [])[:1]:
             lines.append(f"errors in {r['operation']} {r['form']} ({r['errors']}): {s}")
+    lines.extend(skipped_lines(result))
+    harness = [e for e in result.get("errors", []) if e.get("operation") == "harness"]
+    for e in harness:
+        lines.append(
+            f"harness retried {e['form']} {e['errors']} time(s): {(e.get('samples') or [''])[0]}"
+        )
     cals = [c for c in result.get("calibration", []) if c["rtt_ms_nominal"] > 0]
     if cals:
         lines.append("")
