@@ -132,6 +132,10 @@ def run_plan(
     max_retries: int = 20,
 ) -> RunResult:
     require_sync_client(client, f"{plan.name} ({form})", f"the async form ({form}_async)")
+    if isinstance(client, redis.cluster.RedisCluster):  # every form, routed by slot
+        from luapipe.clusterforms import run_cluster
+
+        return run_cluster(plan, client, form, bind(plan, keys, args), max_retries)
     check_form(plan, client, form)
     env = bind(plan, keys, args)
     if form == "script":
@@ -182,7 +186,9 @@ def evaluate_invariant(
     if plan.invariant is None:
         return None
     env = bind(plan, keys, args)
-    with transport.session(client) as s:
+    from luapipe.clusterforms import routed_session  # a cluster: reads routed per key
+
+    with routed_session(client) as s:
         for level in range(plan.levels):
             clientforms.read_level(s, plan, level, env)
     for name, fn in plan.lets:
