@@ -361,12 +361,6 @@ def test_timeout_shorter_than_a_slow_call_never_runs_it_twice(
     admin.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport._ready silently reconnects a Session whose socket the server closed "
-    "between round trips: the transaction form's WATCH dies with the old connection and "
-    "MULTI/EXEC then commits unwatched on the new one (transport.py: not ours to edit)",
-)
 def test_connection_killed_between_watch_and_exec_does_not_commit_unwatched(
     debuggable: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:

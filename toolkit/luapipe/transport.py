@@ -118,15 +118,19 @@ def _stale(conn: Any, sock: Any) -> bool:
     return bool(cached[1].poll(0))
 
 
-def _ready(conn: Any) -> None:
+def _ready(conn: Any, *, reconnect: bool = True) -> None:
     """Connect, and replace a connection the server closed meanwhile (nothing sent yet).
 
     A pooled socket whose server restarted would swallow the request and then report EOF,
     which is indistinguishable from a crash mid-command; checking first keeps that case a
-    clean reconnect.
+    clean reconnect. With ``reconnect=False`` (a session that already holds state on this
+    connection, such as a WATCH) a closed socket is an error instead: a new connection
+    would silently drop that state and, for example, let EXEC commit unwatched.
     """
     sock = getattr(conn, "_sock", None)
     if sock is None:
+        if not reconnect:
+            raise rex.ConnectionError("the connection was closed between round trips")
         conn.connect()
         return
     try:
@@ -135,6 +139,10 @@ def _ready(conn: Any) -> None:
         stale = True
     if stale:
         conn.disconnect()
+        if not reconnect:
+            raise rex.ConnectionError(
+                "the server closed the connection between round trips of one session"
+            )
         conn.connect()
 
 
@@ -160,9 +168,14 @@ class Session:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
         conn = self.conn
         try:
-            _ready(conn)
+            _ready(conn, reconnect=self.round_trips == 0)
         except (rex.RedisError, OSError) as exc:
             self.broken = True
+            if self.round_trips:
+                raise ConnectionFailed(
+                    f"connection to {self.address} was closed between round trips; its state "
+                    f"(a WATCH) is lost, so the next step was not sent ({exc})"
+                ) from None
             raise translate(exc, where=self.address, sent=False) from None
         try:
             conn.send_packed_command(packed, check_health=False)
