@@ -288,6 +288,26 @@ def test_transaction_timeout_at_exec_is_outcome_unknown_and_committed_once(
     assert r.get("stock") == b"3"
 
 
+def test_cancelled_script_form_is_not_resent(r: redis.Redis, redis_server: ServerProcess) -> None:
+    """``asyncio.timeout`` around a call: cancelled after the write, it ran once, and the
+    client's next call works on a fresh connection."""
+    r.set("stock", 5)
+    kw: dict[str, Any] = {"keys": {"stock": "stock"}}
+
+    async def body(a: redis.asyncio.Redis) -> Any:
+        await STOCK.run(a, "script", args={"qty": 0}, **kw)
+        reset_stats(r)
+        thread = _busy_server(r, 300)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await STOCK.run(a, "script", args={"qty": 2}, **kw)
+        _settle(r, thread)
+        return await STOCK.run(a, "script", args={"qty": 0}, **kw)
+
+    assert arun(on_server(redis_server), body) == [1, 3]
+    assert calls(r, "evalsha") == 2 and r.get("stock") == b"3"
+
+
 def test_connection_killed_between_watch_and_exec_never_commits_unwatched(
     r: redis.Redis, redis_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
