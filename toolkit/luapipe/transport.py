@@ -18,6 +18,7 @@ otherwise.
 from __future__ import annotations
 
 import select
+import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,10 +106,10 @@ def _harmless(cmd: Command) -> bool:
 def _stale(conn: Any, sock: Any) -> bool:
     """Whether the server closed this socket (or left bytes on it) while it sat in the pool.
 
-    One zero-timeout poll on a poller cached per socket; TLS sockets ask redis-py.
+    One zero-timeout poll on a poller cached per socket; TLS and fake sockets ask redis-py.
     """
-    if isinstance(sock, ssl.SSLSocket):
-        return bool(conn.can_read(timeout=0))
+    if isinstance(sock, ssl.SSLSocket) or not isinstance(sock, socket.socket):
+        return bool(conn.can_read(timeout=0))  # TLS, or an in-process fake
     cached = getattr(conn, "_luapipe_poller", None)
     if cached is None or cached[0] is not sock:
         poller = select.poll()
