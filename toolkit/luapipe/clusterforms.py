@@ -55,8 +55,27 @@ def _key_of(args: Sequence[Any]) -> Any:
     return args[1] if len(args) > 1 else None
 
 
+class _Held:
+    """One held session per node for the length of a routed session (like one connection
+    held for a whole call on a single server)."""
+
+    def __init__(self) -> None:
+        self.stack = contextlib.ExitStack()
+        self.sessions: dict[str, transport.Session] = {}
+
+    def get(self, name: str, node: Any) -> transport.Session:
+        s = self.sessions.get(name)
+        if s is None or s.broken:
+            s = self.sessions[name] = self.stack.enter_context(transport.session(node))
+        return s
+
+
 def execute_routed(
-    client: Any, commands: Sequence[Sequence[Any]], *, parse: bool = False
+    client: Any,
+    commands: Sequence[Sequence[Any]],
+    *,
+    parse: bool = False,
+    held: _Held | None = None,
 ) -> tuple[list[Any], int]:
     """Send ``commands`` (one key each, at position 1) to the nodes that own their keys:
     one write per node; ``(replies in order, round trips)``. Error replies are
@@ -65,6 +84,10 @@ def execute_routed(
     if not cluster.is_cluster(client):
         with transport.session(client) as one:
             return one.execute(cmds, parse=parse), one.round_trips
+    if held is None:
+        mine = _Held()
+        with mine.stack:
+            return execute_routed(client, cmds, parse=parse, held=mine)
     replies: list[Any] = [None] * len(cmds)
     pending = list(range(len(cmds)))
     trips = 0
@@ -75,11 +98,12 @@ def execute_routed(
             name, node = cluster.node_client(client, None if key is None else client.keyslot(key))
             groups.setdefault(name, (node, []))[1].append(i)
         retry: list[int] = []
-        for node, idx in groups.values():
+        for name, (node, idx) in groups.items():
             try:
-                with transport.session(node) as s:
-                    out = s.execute([cmds[i] for i in idx], parse=parse)
-                    trips += s.round_trips
+                s = held.get(name, node)
+                before = s.round_trips
+                out = s.execute([cmds[i] for i in idx], parse=parse)
+                trips += s.round_trips - before
             except ConnectionFailed:  # nothing was sent: route again
                 retry.extend(idx)
                 continue
@@ -96,17 +120,25 @@ def execute_routed(
 
 
 class RoutedSession(transport.Session):
-    """A :class:`~luapipe.transport.Session` look-alike whose batches are routed per key."""
+    """A :class:`~luapipe.transport.Session` look-alike whose batches are routed per key;
+    use it as a context manager (it holds a connection per node it has used)."""
 
-    __slots__ = ("_cluster",)
+    __slots__ = ("_cluster", "_held")
 
     def __init__(self, client: Any) -> None:  # no connection of its own
         self._cluster = client
+        self._held = _Held()
         self.client = client
         self.conn = None
         self.address = "cluster"
         self.round_trips = 0
         self.broken = False
+
+    def __enter__(self) -> RoutedSession:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._held.stack.__exit__(*exc)
 
     def execute(
         self, commands: Sequence[transport.Command | Sequence[Any]], *, parse: bool = False
@@ -114,7 +146,7 @@ class RoutedSession(transport.Session):
         raw = [c.args if isinstance(c, transport.Command) else tuple(c) for c in commands]
         if not raw:
             return []
-        replies, trips = execute_routed(self._cluster, raw, parse=parse)
+        replies, trips = execute_routed(self._cluster, raw, parse=parse, held=self._held)
         self.round_trips += trips
         return replies
 
@@ -126,7 +158,8 @@ class RoutedSession(transport.Session):
 def routed_session(client: Any) -> Iterator[transport.Session]:
     """A routed session on a cluster client, the usual one-connection session otherwise."""
     if cluster.is_cluster(client):
-        yield RoutedSession(client)
+        with RoutedSession(client) as routed:
+            yield routed
     else:
         with transport.session(client) as s:
             yield s
@@ -165,8 +198,8 @@ def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) 
         raise CallArgumentError(
             f"unknown form {form!r} (naive, pipelined, transaction, script, function)"
         )
-    s = RoutedSession(client)
-    return RunResult(runner(plan, s, env), form, s.round_trips)
+    with RoutedSession(client) as s:
+        return RunResult(runner(plan, s, env), form, s.round_trips)
 
 
 def run_op(
@@ -202,9 +235,9 @@ def invariant_of(
     if plan.invariant is None:
         return None
     env = bind(plan, keys, args)
-    s = RoutedSession(client)
-    for level in range(plan.levels):
-        clientforms.read_level(s, plan, level, env)
+    with RoutedSession(client) as s:
+        for level in range(plan.levels):
+            clientforms.read_level(s, plan, level, env)
     for name, fn in plan.lets:
         env[name] = fn(env)
     return plan.invariant(env)
