@@ -43,6 +43,7 @@ def lua_str(text: str) -> str:
 class _Lua:
     def __init__(self, types: Types) -> None:
         self.types = types
+        self.memo: dict[int, str] = {}
 
     def t(self, node: Node) -> Type:
         return self.types[id(node)]
@@ -57,6 +58,13 @@ class _Lua:
         return code
 
     def c(self, node: Node) -> str:
+        """The code of ``node``, compiled once (a parent may ask twice: linear, not 2^depth)."""
+        code = self.memo.get(id(node))
+        if code is None:
+            code = self.memo[id(node)] = self._c(node)
+        return code
+
+    def _c(self, node: Node) -> str:
         if isinstance(node, Literal):
             v = node.value
             if v is None:
@@ -162,6 +170,7 @@ class _Py:
     def __init__(self, types: Types) -> None:
         self.types = types
         self.params: set[str] = set()
+        self.memo: dict[int, str] = {}
 
     def t(self, node: Node) -> Type:
         return self.types[id(node)]
@@ -182,6 +191,13 @@ class _Py:
         return f"str({code})" if t == INT else f"_rt.fmt({code})" if t == FLOAT else code
 
     def c(self, node: Node) -> str:
+        """The code of ``node``, compiled once (a parent may ask twice: linear, not 2^depth)."""
+        code = self.memo.get(id(node))
+        if code is None:
+            code = self.memo[id(node)] = self._c(node)
+        return code
+
+    def _c(self, node: Node) -> str:
         if isinstance(node, Literal):
             v = node.value
             return repr(v)

@@ -46,12 +46,15 @@ __all__ = [
     "Node",
     "Type",
     "Unary",
+    "children",
     "list_of",
     "parse",
     "parse_type",
 ]
 
 MAX_INT = 2**53 - 1
+#: nesting levels an expression may have (the parser's recursion, Lua's syntax levels)
+MAX_DEPTH = 40
 
 
 class ExprError(ValueError):
@@ -161,6 +164,14 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.toks = tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(
+                f"nested too deeply (more than {MAX_DEPTH} levels)", self.toks[self.i].col
+            )
 
     def peek(self, *texts: str) -> bool:
         t = self.toks[self.i]
@@ -186,10 +197,12 @@ class _Parser:
         return node
 
     def or_(self) -> Node:
+        self.enter()
         node = self.and_()
         while self.peek("or"):
             t = self.take()
             node = Binary(t.col, "or", node, self.and_())
+        self.depth -= 1
         return node
 
     def and_(self) -> Node:
@@ -202,7 +215,10 @@ class _Parser:
     def not_(self) -> Node:
         if self.peek("not"):
             t = self.take()
-            return Unary(t.col, "not", self.not_())
+            self.enter()
+            node = Unary(t.col, "not", self.not_())
+            self.depth -= 1
+            return node
         return self.cmp()
 
     def cmp(self) -> Node:
@@ -218,7 +234,9 @@ class _Parser:
         node = self.add()
         if self.peek(".."):
             t = self.take()
+            self.enter()
             node = Binary(t.col, "..", node, self.concat())
+            self.depth -= 1
         return node
 
     def add(self) -> Node:
@@ -238,7 +256,10 @@ class _Parser:
     def unary(self) -> Node:
         if self.peek("-"):
             t = self.take()
-            return Unary(t.col, "-", self.unary())
+            self.enter()
+            neg = Unary(t.col, "-", self.unary())
+            self.depth -= 1
+            return neg
         node = self.atom()
         while self.peek("["):
             t = self.take()
@@ -308,6 +329,37 @@ def parse(text: str) -> Node:
     if not text.strip():
         raise ExprError("empty expression", 1)
     try:
-        return _Parser(text).parse()
+        node = _Parser(text).parse()
     except LexError as exc:
         raise ExprError(str(exc), exc.col) from None
+    deepest = _deepest(node)
+    if deepest is not None:
+        raise ExprError(f"nested too deeply (more than {MAX_DEPTH} levels)", deepest.col)
+    return node
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Unary):
+        return (node.operand,)
+    if isinstance(node, Binary):
+        return (node.left, node.right)
+    if isinstance(node, Call):
+        return node.args
+    if isinstance(node, Lambda):
+        return (node.body,)
+    if isinstance(node, Index):
+        return (node.target, node.index)
+    if isinstance(node, ListLit):
+        return node.items
+    return ()
+
+
+def _deepest(root: Node) -> Node | None:
+    """The first node below ``MAX_DEPTH`` levels (long chains like ``1+1+...``), or None."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return node
+        stack.extend((c, depth + 1) for c in children(node))
+    return None

@@ -50,19 +50,23 @@ from luapipe.specbuild import (
     NAME_RE,
     Builder,
     args_section,
+    expr_list,
     key_expr,
     keys_section,
     loop_env,
     string_field,
+    table_list,
 )
 
 __all__ = ["load_operation", "load_operations", "parse_operation"]
 
+READ_FIELDS = frozenset({"name", "cmd", "key", "args", "as", "default", "each"})
+WRITE_FIELDS = frozenset({"cmd", "key", "args", "when", "each"})
+
 
 def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
     out: list[Read] = []
-    for i, data in enumerate(raw if isinstance(raw, list) else [], start=1):
-        field = f"reads[{i}]"
+    for field, data in table_list(b, "reads", raw, READ_FIELDS):
         cmd = str(data.get("cmd", "")).upper()
         if cmd not in READS:
             b.problem(f"{field}.cmd", f"unknown read command {cmd!r} (known: {', '.join(READS)})")
@@ -70,8 +74,8 @@ def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
         info = READS[cmd]
         each, env = loop_env(b, field, data)
         key, dynamic = key_expr(b, f"{field}.key", data.get("key"), env)
-        args = [b.expr(f"{field}.args", a, env) for a in data.get("args", [])]
-        if len(args) != info.nargs:
+        args = expr_list(b, f"{field}.args", data.get("args", []), env)
+        if isinstance(data.get("args", []), list) and len(args) != info.nargs:
             b.problem(f"{field}.args", f"{cmd} takes {info.nargs} argument(s) after the key")
         conv = data.get("as")
         reply = parse_type(info.reply.rstrip("?"))
@@ -131,6 +135,8 @@ def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
 
 def _lets(b: Builder, raw: Any) -> tuple[Let, ...]:
     out: list[Let] = []
+    if not isinstance(raw, dict):
+        b.problem("let", 'must be a table: [let] ok = "available >= qty"')
     for key, text in raw.items() if isinstance(raw, dict) else []:
         e = b.expr(f"let.{key}", text)
         nm = b.name(f"let.{key}", key)
@@ -146,15 +152,14 @@ def _lets(b: Builder, raw: Any) -> tuple[Let, ...]:
 
 def _writes(b: Builder, raw: Any) -> tuple[Write, ...]:
     out: list[Write] = []
-    for i, data in enumerate(raw if isinstance(raw, list) else [], start=1):
-        field = f"writes[{i}]"
+    for field, data in table_list(b, "writes", raw, WRITE_FIELDS):
         cmd = str(data.get("cmd", "")).upper()
         if cmd not in WRITES:
             b.problem(f"{field}.cmd", f"unknown write command {cmd!r} (known: {', '.join(WRITES)})")
             continue
         each, env = loop_env(b, field, data)
         key, dynamic = key_expr(b, f"{field}.key", data.get("key"), env)
-        args = [b.expr(f"{field}.args", a, env) for a in data.get("args", [])]
+        args = expr_list(b, f"{field}.args", data.get("args", []), env)
         for a in args:
             if a is not None and (a.type.opt or a.type.kind not in ("int", "float", "str", "bool")):
                 b.problem(
@@ -172,6 +177,10 @@ def _writes(b: Builder, raw: Any) -> tuple[Write, ...]:
 
 def parse_operation(text: str, path: str = "<spec>") -> Operation:
     """Build and check an operation from TOML text; raises :class:`SpecError`."""
+    bad = re.search(r"[\ud800-\udfff]", text)
+    if bad is not None:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise SpecError([f"{path}:{line}: file: not valid UTF-8 text (a lone surrogate)"])
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -206,12 +215,17 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         b.problem("returns", 'missing (hint: returns = "ok" or returns = ["ok", "left"])')
     invariant = None
     inv = data.get("invariant")
+    if inv is not None and not isinstance(inv, dict):
+        b.problem("invariant", 'must be a table: [invariant] check = "available >= 0"')
     if isinstance(inv, dict):
+        for extra in sorted(set(inv) - {"description", "check"}):
+            b.problem(f"invariant.{extra}", "unknown field (known: check, description)")
+        string_field(b, inv, "description", False, "invariant.")
         e = b.expr("invariant.check", inv.get("check"))
         if e and e.type not in (BOOL, INT, parse_type("float")):
             b.problem("invariant.check", f"must be a bool or a number, got {e.type}")
         if e:
-            invariant = Invariant(str(inv.get("description", e.text)), e)
+            invariant = Invariant(str(inv.get("description") or e.text), e)
     if b.problems:
         raise SpecError(b.problems)
     return Operation(
@@ -233,9 +247,14 @@ def load_operation(path: str | Path) -> Operation:
     """Read and check one spec file; problems raise :class:`SpecError` (file:line: field)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
         raise SpecError([f"{p}:1: file: cannot read: {exc.strerror}"]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SpecError([f"{p}:{line}: file: not valid UTF-8 (byte {exc.start})"]) from None
     return parse_operation(text, str(path))
 
 

@@ -10,9 +10,19 @@ from luapipe.expr import STR, ExprError, Type, list_of, parse, parse_type
 from luapipe.operation import ArgSpec, Expr, KeySpec
 from luapipe.typecheck import check
 
-__all__ = ["Builder", "args_section", "key_expr", "keys_section", "loop_env", "string_field"]
+__all__ = [
+    "Builder",
+    "args_section",
+    "expr_list",
+    "key_expr",
+    "keys_section",
+    "loop_env",
+    "string_field",
+    "table_list",
+]
 
 NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
+MAX_NAMES = 150
 RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
 _FIELD = re.compile(r"^\s*([A-Za-z0-9_\"-]+)\s*=")
@@ -63,6 +73,13 @@ class Builder:
         if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in RESERVED:
             self.problem(field, f"{value!r} is not a valid name (lower-case letters, digits, _)")
             return None
+        if len(self.env) >= MAX_NAMES:  # each is a Lua local; Lua allows 200 per function
+            if not any("too many names" in p for p in self.problems):
+                self.problem(
+                    field, f"too many names (keys, args, reads, lets: at most {MAX_NAMES})"
+                )
+            self.failed.add(value)
+            return None
         if value in self.env:
             self.problem(
                 field,
@@ -91,12 +108,14 @@ class Builder:
         return 0 if e is None else max((self.levels.get(n, 0) for n in e.names), default=0)
 
 
-def string_field(b: Builder, data: dict[str, Any], field: str, required: bool = True) -> str:
+def string_field(
+    b: Builder, data: dict[str, Any], field: str, required: bool = True, prefix: str = ""
+) -> str:
     v = data.get(field)
     if v is None and not required:
         return ""
     if not isinstance(v, str):
-        b.problem(field, "missing or not a string")
+        b.problem(prefix + field, "missing or not a string")
         return ""
     return v
 
@@ -109,6 +128,9 @@ def keys_section(b: Builder, raw: Any) -> tuple[KeySpec, ...]:
     for i, item in enumerate(raw):
         doc = ""
         if isinstance(item, dict):
+            unknown = sorted(set(item) - {"name", "doc"})
+            if unknown or not isinstance(item.get("doc", ""), str):
+                b.problem("keys", f'a key is {{ name = ..., doc = "..." }}, got {item!r}')
             doc, item = str(item.get("doc", "")), item.get("name")
         variadic = isinstance(item, str) and item.endswith("...")
         if variadic and i != len(raw) - 1:
@@ -143,6 +165,8 @@ def args_section(b: Builder, raw: Any) -> tuple[ArgSpec, ...]:
         unknown = set(spec) - {"type", "doc", "min", "max", "samples", "key_prefix"}
         if unknown:
             b.problem(field, f"unknown field(s) {', '.join(sorted(unknown))}")
+        if not _arg_domain(b, field, t, spec):
+            continue
         nm = b.name(field, key)
         if nm:
             b.env[nm] = t
@@ -159,6 +183,65 @@ def args_section(b: Builder, raw: Any) -> tuple[ArgSpec, ...]:
                 )
             )
     return tuple(out)
+
+
+def _fits(kind: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return kind == "bool"
+    return isinstance(v, {"int": int, "float": int | float, "str": str}.get(kind, bool))
+
+
+def _arg_domain(b: Builder, field: str, t: Type, spec: dict[str, Any]) -> bool:
+    """doc, min/max and samples fit the argument's type; False (and problems) if not."""
+    elem = t.elem.kind if t.elem is not None else t.kind
+    bad: list[tuple[str, str]] = []
+    if not isinstance(spec.get("doc", ""), str):
+        bad.append(("doc", "must be a string"))
+    for bound in ("min", "max"):
+        if bound in spec and (elem not in ("int", "float") or not _fits(elem, spec[bound])):
+            bad.append((bound, f"must be a number of the argument's type ({t})"))
+    if not bad and "min" in spec and "max" in spec and spec["min"] > spec["max"]:
+        bad.append(("min", "must not be greater than max"))
+    samples = spec.get("samples", [])
+    if not isinstance(samples, list) or not all(_fits(elem, v) for v in samples):
+        bad.append(("samples", f"must be a list of {elem} values"))
+    if not isinstance(spec.get("key_prefix", False), bool):
+        bad.append(("key_prefix", "must be true or false"))
+    for sub, message in bad:
+        b.problem(f"{field}.{sub}", message)
+    return not bad
+
+
+def table_list(
+    b: Builder, section: str, raw: Any, known: frozenset[str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The tables of an array of tables (``[[reads]]``), each with known fields only."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        b.problem(section, f"must be an array of tables ([[{section}]])")
+        return []
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, data in enumerate(raw, start=1):
+        field = f"{section}[{i}]"
+        if not isinstance(data, dict):
+            b.problem(field, f"must be a table ([[{section}]] with fields)")
+            continue
+        unknown = sorted(set(data) - known)
+        if unknown:
+            b.problem(
+                field, f"unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
+        out.append((field, data))
+    return out
+
+
+def expr_list(b: Builder, field: str, raw: Any, env: dict[str, Type]) -> list[Expr | None]:
+    """A list of expressions (a command's args)."""
+    if not isinstance(raw, list):
+        b.problem(field, 'must be a list of expressions, e.g. args = ["qty"]')
+        return [None]
+    return [b.expr(field, a, env) for a in raw]
 
 
 def key_expr(b: Builder, field: str, raw: Any, env: dict[str, Type]) -> tuple[Expr | None, bool]:

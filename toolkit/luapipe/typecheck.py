@@ -74,6 +74,9 @@ class _Checker:
         )
 
     def visit(self, node: Node) -> Type:
+        known = self.types.get(id(node))
+        if known is not None:  # a second look (list items): linear, not 2^depth
+            return known
         t = self._visit(node)
         self.types[id(node)] = t
         return t
@@ -160,8 +163,8 @@ class _Checker:
             self.boolean(args[0], "if()")
             return unify(self.visit(args[1]), self.visit(args[2]), node.col)
         if f in ("min", "max"):
-            if len(args) < 2:
-                raise ExprError(f"{f}() takes 2 or more numbers", node.col)
+            if not 2 <= len(args) <= 100:  # Lua: a call takes under 250 registers
+                raise ExprError(f"{f}() takes 2 to 100 numbers, got {len(args)}", node.col)
             types = [self.num(a, f"{f}()") for a in args]
             return INT if all(t == INT for t in types) else FLOAT
         if f == "abs":
