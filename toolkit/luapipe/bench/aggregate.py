@@ -28,6 +28,7 @@ HARNESS_COMMANDS = (
     "command",
     "auth",
     "mset",
+    "cluster",
 )
 
 
