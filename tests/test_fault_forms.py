@@ -323,6 +323,15 @@ def test_client_kill_mid_call_is_unknown_never_resent(debuggable: ServerProcess)
         admin.close()
 
 
+def _debug_sleep(server: ServerProcess, seconds: float) -> None:
+    """Keep the whole server busy for ``seconds`` (another connection)."""
+    client = redis.Redis(host=server.host, port=server.port)
+    try:
+        client.execute_command("DEBUG", "SLEEP", seconds)  # type: ignore[no-untyped-call]
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_timeout_shorter_than_a_slow_call_never_runs_it_twice(
     debuggable: ServerProcess, form: str
@@ -335,11 +344,7 @@ def test_timeout_shorter_than_a_slow_call_never_runs_it_twice(
     keys, args = _call("incr_many", form)
     op = OPS["incr_many"]
     op.run(impatient, form, keys=keys, args=args)  # warm: script/function loaded, connected
-    sleeper = threading.Thread(
-        target=lambda: redis.Redis(host=debuggable.host, port=debuggable.port).execute_command(
-            "DEBUG", "SLEEP", "0.6"
-        )
-    )
+    sleeper = threading.Thread(target=_debug_sleep, args=(debuggable, 0.6))
     sleeper.start()
     time.sleep(0.1)
     try:

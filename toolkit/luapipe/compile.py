@@ -29,11 +29,12 @@ __all__ = ["lua_expr", "lua_str", "lua_wire", "py_expr", "py_wire"]
 
 
 def lua_str(text: str) -> str:
-    """A Lua string literal: printable ASCII as is, every other byte as ``\\ddd``."""
+    """A Lua string literal: printable ASCII as is, every other byte as ``\\ddd`` (and the
+    braces, so no ``{{``/``{%``/``{#`` of a template ever appears in generated Lua)."""
     out = []
     for byte in text.encode("utf-8", "surrogateescape"):
         ch = chr(byte)
-        if 32 <= byte < 127 and ch not in "\"\\'":
+        if 32 <= byte < 127 and ch not in "\"\\'{}":
             out.append(ch)
         else:
             out.append(f"\\{byte:03d}")
@@ -88,7 +89,7 @@ class _Lua:
         if isinstance(node, Index):
             return f"({self.c(node.target)})[{self.c(node.index)} + 1]"
         if isinstance(node, ListLit):
-            return "{" + ", ".join(self.c(i) for i in node.items) + "}"
+            return "({" + ", ".join(self.c(i) for i in node.items) + "})"  # never '{{'
         assert isinstance(node, Call)
         return self.call(node)
 
@@ -277,7 +278,7 @@ class _Py:
         if f == "sum":
             return f"_rt.isum({a[0]})" if t == INT else f"_rt.fsum({a[0]})"
         assert f == "contains"
-        return f"({a[1]} in {a[0]})"
+        return f"_rt.contains({a[0]}, {a[1]})"  # the list first, as in Lua (which error)
 
 
 def py_expr(node: Node, types: Types) -> str:

@@ -310,7 +310,7 @@ class _Parser:
         args: list[Node] = []
         if not self.peek(")"):
             while True:
-                nxt = self.toks[self.i + 1]
+                nxt = self.toks[min(self.i + 1, len(self.toks) - 1)]  # 'f(' at the end
                 if self.toks[self.i].kind == "name" and nxt.text == "->":
                     p = self.take()
                     self.take()

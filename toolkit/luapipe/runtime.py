@@ -141,5 +141,10 @@ def fsum(xs: list[float]) -> float:
     return total
 
 
+def contains(xs: list[T], v: T) -> bool:
+    """``contains(list, value)``; a function so the list is evaluated first, as in Lua."""
+    return v in xs
+
+
 def wopt(x: T | None, conv: Callable[[T], Any]) -> Any:
     return None if x is None else conv(x)

@@ -62,6 +62,40 @@ __all__ = ["load_operation", "load_operations", "parse_operation"]
 
 READ_FIELDS = frozenset({"name", "cmd", "key", "args", "as", "default", "each"})
 WRITE_FIELDS = frozenset({"cmd", "key", "args", "when", "each"})
+#: arguments after the key (least, most; None = any): no write can name a second key
+_ARITY: dict[str, tuple[int, int | None]] = {"SET": (1, None), "ZADD": (2, None)}
+_ARITY |= dict.fromkeys(("HSET", "HMSET"), (2, None))
+_ARITY |= dict.fromkeys(("INCR", "DECR", "GETDEL", "PERSIST", "DEL", "UNLINK"), (0, 0))
+_ARITY |= dict.fromkeys(("ZPOPMIN", "ZPOPMAX", "LPOP", "RPOP"), (0, 1))
+_ARITY |= dict.fromkeys(("SETNX", "GETSET", "INCRBY", "DECRBY", "INCRBYFLOAT", "APPEND"), (1, 1))
+_ARITY |= dict.fromkeys(("EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"), (1, 2))
+_ARITY |= dict.fromkeys(("HDEL", "ZREM", "LPUSH", "RPUSH", "LPUSHX", "RPUSHX"), (1, None))
+_ARITY |= dict.fromkeys(("SADD", "SREM"), (1, None))
+_ARITY |= dict.fromkeys(
+    ("SETRANGE", "SETEX", "PSETEX", "HSETNX", "HINCRBY", "HINCRBYFLOAT", "ZINCRBY", "LSET"),
+    (2, 2),
+)
+_ARITY |= dict.fromkeys(
+    ("ZREMRANGEBYRANK", "ZREMRANGEBYSCORE", "ZREMRANGEBYLEX", "LTRIM", "LREM"), (2, 2)
+)
+
+
+def _write_arity(b: Builder, field: str, cmd: str, n: int) -> None:
+    least, most = _ARITY.get(cmd, (0, None))
+    pairs = cmd in ("HSET", "HMSET")
+    if n < least or (most is not None and n > most) or (pairs and n % 2):
+        want = (
+            f"{least}"
+            if least == most
+            else f"{least} or more"
+            if most is None
+            else (f"{least} to {most}")
+        )
+        b.problem(
+            f"{field}.args",
+            f"{cmd} takes {want}{' (field/value pairs)' if pairs else ''} argument(s) "
+            f"after the key, got {n}",
+        )
 
 
 def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
@@ -160,6 +194,8 @@ def _writes(b: Builder, raw: Any) -> tuple[Write, ...]:
         each, env = loop_env(b, field, data)
         key, dynamic = key_expr(b, f"{field}.key", data.get("key"), env)
         args = expr_list(b, f"{field}.args", data.get("args", []), env)
+        if isinstance(data.get("args", []), list):
+            _write_arity(b, field, cmd, len(args))
         for a in args:
             if a is not None and (a.type.opt or a.type.kind not in ("int", "float", "str", "bool")):
                 b.problem(
@@ -201,7 +237,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     for extra in sorted(set(data) - known):
         b.problem(extra, f"unknown field (known: {', '.join(sorted(known))})")
     name = string_field(b, data, "name")
-    if name and not NAME_RE.fullmatch(name):
+    if isinstance(data.get("name"), str) and not NAME_RE.fullmatch(name):
         b.problem("name", f"{name!r} is not a valid name (lower-case letters, digits, _)")
     keys = keys_section(b, data.get("keys"))
     args = args_section(b, data.get("args", {}))

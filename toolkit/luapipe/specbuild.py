@@ -23,6 +23,8 @@ __all__ = [
 
 NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
 MAX_NAMES = 150
+#: characters that would split one problem over several lines (str.splitlines breaks)
+_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
 _FIELD = re.compile(r"^\s*([A-Za-z0-9_\"-]+)\s*=")
@@ -67,7 +69,8 @@ class Builder:
         while line is None and parts:
             parts.pop()
             line = self.lines.get(".".join(parts)) if parts else None
-        self.problems.append(f"{self.path}:{line or 1}: {field}: {message}")
+        text = f"{self.path}:{line or 1}: {field}: {message}"
+        self.problems.append(_BREAKS.sub(lambda m: repr(m[0])[1:-1], text))
 
     def name(self, field: str, value: Any) -> str | None:
         if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in RESERVED:
