@@ -133,6 +133,8 @@ def test_client_kill_mid_run(server: EmbeddedRedis) -> None:
     recs = _by_form(result)
     assert set(recs) == FORMS and kill.count > 10
     assert sum(r.errors for r in recs.values()) > 0
+    for form in ("transaction", "script", "function"):  # all or nothing, even when killed
+        assert recs[form].invariant_ok, recs[form].invariant_detail
     assert all(r.invariant_detail for r in recs.values())
     _check_report(result.as_dict(), "onnection")
     print(
