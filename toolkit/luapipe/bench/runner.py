@@ -240,7 +240,7 @@ def _run_bench(
         "config": asdict(config),
         "workloads": [w.describe() for w in workloads],
     }
-    manifest = build_manifest(run.node_admin, url, spec)
+    manifest = run.retry(partial(build_manifest, run.node_admin, url, spec), "manifest")
     if run.cluster:
         manifest["redis"]["cluster_primaries"] = len(primaries(run.admin))
     records: list[Record] = []
@@ -251,14 +251,14 @@ def _run_bench(
             cal = None
             target = url
             if rtt > 0 and proxy is not None:
-                cal = calibrate(proxy, host, port, rtt)
+                cal = run.retry(partial(calibrate, proxy, host, port, rtt), "calibrate")
                 cals.append(cal)
                 target = retarget(url, proxy.host, proxy.port)
             for clients in config.clients:
                 for w in workloads:
                     records.extend(run.point(w, rtt, target, clients, cal))
         if proxy is not None:
-            cals.insert(0, calibrate(proxy, host, port, 0.0))
+            cals.insert(0, run.retry(partial(calibrate, proxy, host, port, 0.0), "calibrate"))
             manifest["proxy_spin_us"] = proxy.spin_us
     finally:
         if proxy is not None:
