@@ -12,6 +12,7 @@ from __future__ import annotations
 from luapipe.aio import AsyncScriptPipeline
 from luapipe.bench.results import BenchResult
 from luapipe.bench.runner import BenchConfig, run_bench
+from luapipe.clustersafety import Safety, cluster_safety
 from luapipe.deploy import DeployReport, Drift, deploy
 from luapipe.errors import (
     AuthenticationFailed,
@@ -71,6 +72,7 @@ __all__ = [
     "ReadOnlyError",
     "Recommendation",
     "RunResult",
+    "Safety",
     "ScriptError",
     "ScriptPipeline",
     "ScriptRegistry",
@@ -82,6 +84,7 @@ __all__ = [
     "TransactionAborted",
     "UnknownScriptError",
     "VerifyReport",
+    "cluster_safety",
     "deploy",
     "generate_files",
     "lint_scripts",
