@@ -70,3 +70,10 @@ def test_read_compute_write_needs_an_atomic_form() -> None:
     (r,) = recommend(rows)
     assert r.form == "script"
     assert any("ruled out: pipelined: its writes depend on its reads" in w for w in r.reasons)
+
+
+def test_forms_skipped_on_a_cluster_are_named_with_their_reason() -> None:
+    skipped = [{"operation": "op", "form": "script", "reason": "CROSSSLOT: keys in 2 slots"}]
+    (r,) = recommend([rec("naive", 100), rec("pipelined", 300)], skipped)
+    assert r.form == "pipelined"
+    assert "ruled out: script could not run here: CROSSSLOT: keys in 2 slots" in r.reasons

@@ -426,7 +426,8 @@ def _finish(
     from luapipe.report import render_table, write_csv, write_html, write_json
 
     data = result.as_dict() if hasattr(result, "as_dict") else result
-    data["recommendations"] = [r.as_dict() for r in recommend(data["records"])]
+    recs = recommend(data["records"], data.get("skipped"))
+    data["recommendations"] = [r.as_dict() for r in recs]
     data["notes"] = [*notes, *data.get("notes", [])]
     click.echo(render_table(data))
     for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):

@@ -126,14 +126,25 @@ def _reasons(best: dict[str, Any], rows: list[dict[str, Any]], ruled_out: list[s
     return [r for r in out if r]
 
 
-def recommend(records: list[dict[str, Any]]) -> list[Recommendation]:
-    """One recommendation per (operation, nominal RTT, clients) in ``records``."""
+def recommend(
+    records: list[dict[str, Any]], skipped: list[dict[str, str]] | None = None
+) -> list[Recommendation]:
+    """One recommendation per (operation, nominal RTT, clients) in ``records``.
+
+    ``skipped`` (the results' ``skipped`` list: operation, form, reason) names forms that
+    could not run at all here, such as atomic forms whose keys span cluster slots.
+    """
     groups: dict[tuple[str, float, int], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(str(r["operation"]), float(r["rtt_ms_nominal"]), int(r["clients"]))].append(r)
     out = []
     for (op, rtt, clients), rows in groups.items():
         best, ruled_out = _pick(rows)
+        ruled_out = ruled_out + [
+            f"{s['form']} could not run here: {s['reason']}"
+            for s in skipped or ()
+            if s.get("operation") == op
+        ]
         where = f"at {rtt:g} ms RTT with {clients} client{'s' if clients != 1 else ''}"
         if best is None:
             text = f"{op} {where}: no form ran correctly; see the errors."
