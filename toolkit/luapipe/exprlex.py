@@ -23,6 +23,7 @@ _TOKEN = re.compile(
       | (?P<op>->|\.\.|//|==|!=|<=|>=|[-+*/%<>()\[\],])""",
     re.VERBOSE,
 )
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
 KEYWORDS = frozenset({"and", "or", "not", "true", "false", "nil"})
 FUNCTIONS = frozenset(
@@ -60,6 +61,12 @@ def tokenize(text: str) -> list[Tok]:
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
+        bad = _CONTROL.search(m.group()) if m is not None and m.lastgroup == "str" else None
+        if bad is not None:  # raw control bytes would break generated comments and modules
+            raise LexError(
+                f"control character {bad.group()!r} in a string (use \\n or \\t)",
+                pos + bad.start() + 1,
+            )
         if m is None:
             raise LexError(f"unexpected character {text[pos]!r}", pos + 1)
         kind = m.lastgroup or ""

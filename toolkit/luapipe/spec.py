@@ -60,6 +60,7 @@ from luapipe.specbuild import (
 
 __all__ = ["load_operation", "load_operations", "parse_operation"]
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 READ_FIELDS = frozenset({"name", "cmd", "key", "args", "as", "default", "each"})
 WRITE_FIELDS = frozenset({"cmd", "key", "args", "when", "each"})
 #: arguments after the key (least, most; None = any): no write can name a second key
@@ -211,18 +212,38 @@ def _writes(b: Builder, raw: Any) -> tuple[Write, ...]:
     return tuple(out)
 
 
+def _not_utf8(v: Any, field: str = "") -> str | None:
+    """The field of the first string (or table key) that is not UTF-8, or None."""
+    items: Any = ()
+    if isinstance(v, str):
+        return field if _SURROGATE.search(v) else None
+    if isinstance(v, dict):
+        for k in v:
+            if _SURROGATE.search(k):
+                return field or "file"
+        items = ((f"{field}.{k}" if field else k, x) for k, x in v.items())
+    elif isinstance(v, list):
+        tables = field in ("reads", "writes")
+        items = ((f"{field}[{i}]" if tables else field, x) for i, x in enumerate(v, start=1))
+    for sub, x in items:
+        found = _not_utf8(x, sub)
+        if found is not None:
+            return found
+    return None
+
+
 def parse_operation(text: str, path: str = "<spec>") -> Operation:
     """Build and check an operation from TOML text; raises :class:`SpecError`."""
-    bad = re.search(r"[\ud800-\udfff]", text)
-    if bad is not None:
-        line = text.count("\n", 0, bad.start()) + 1
-        raise SpecError([f"{path}:{line}: file: not valid UTF-8 text (a lone surrogate)"])
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise SpecError([f"{path}:{m[1] if m else 1}: toml: {exc}"]) from None
     b = Builder(text, path)
+    bad = _not_utf8(data)
+    if bad is not None:  # bytes that are not UTF-8 (a file) or lone surrogates (a str)
+        b.problem(bad, "not valid UTF-8 text")
+        raise SpecError(b.problems)
     known = {
         "name",
         "description",
@@ -237,6 +258,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     for extra in sorted(set(data) - known):
         b.problem(extra, f"unknown field (known: {', '.join(sorted(known))})")
     name = string_field(b, data, "name")
+    description = string_field(b, data, "description", False)
     if isinstance(data.get("name"), str) and not NAME_RE.fullmatch(name):
         b.problem("name", f"{name!r} is not a valid name (lower-case letters, digits, _)")
     keys = keys_section(b, data.get("keys"))
@@ -266,7 +288,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         raise SpecError(b.problems)
     return Operation(
         name=name,
-        description=string_field(b, data, "description", False),
+        description=description,
         path=path,
         keys=keys,
         args=args,
@@ -286,12 +308,7 @@ def load_operation(path: str | Path) -> Operation:
         raw = p.read_bytes()
     except OSError as exc:
         raise SpecError([f"{p}:1: file: cannot read: {exc.strerror}"]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise SpecError([f"{p}:{line}: file: not valid UTF-8 (byte {exc.start})"]) from None
-    return parse_operation(text, str(path))
+    return parse_operation(raw.decode("utf-8", "surrogateescape"), str(path))
 
 
 def load_operations(paths: Sequence[str | Path]) -> list[Operation]:

@@ -24,6 +24,7 @@ __all__ = [
 NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
 MAX_NAMES = 150
 #: characters that would split one problem over several lines (str.splitlines breaks)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
@@ -111,6 +112,19 @@ class Builder:
         return 0 if e is None else max((self.levels.get(n, 0) for n in e.names), default=0)
 
 
+def prose(b: Builder, field: str, v: Any) -> str:
+    """Free text (a description or doc): a string without control characters but tab and
+    newline (it is copied into comments and docstrings of the generated code)."""
+    if not isinstance(v, str):
+        b.problem(field, "must be a string")
+        return ""
+    bad = _CONTROL.search(v)
+    if bad is not None:
+        b.problem(field, f"control character {bad.group()!r} is not allowed in text")
+        return ""
+    return v
+
+
 def string_field(
     b: Builder, data: dict[str, Any], field: str, required: bool = True, prefix: str = ""
 ) -> str:
@@ -120,7 +134,7 @@ def string_field(
     if not isinstance(v, str):
         b.problem(prefix + field, "missing or not a string")
         return ""
-    return v
+    return prose(b, prefix + field, v)
 
 
 def keys_section(b: Builder, raw: Any) -> tuple[KeySpec, ...]:
@@ -132,7 +146,10 @@ def keys_section(b: Builder, raw: Any) -> tuple[KeySpec, ...]:
         doc = ""
         if isinstance(item, dict):
             unknown = sorted(set(item) - {"name", "doc"})
-            if unknown or not isinstance(item.get("doc", ""), str):
+            doc_ok = isinstance(item.get("doc", ""), str) and not _CONTROL.search(
+                item.get("doc", "")
+            )
+            if unknown or not doc_ok:
                 b.problem("keys", f'a key is {{ name = ..., doc = "..." }}, got {item!r}')
             doc, item = str(item.get("doc", "")), item.get("name")
         variadic = isinstance(item, str) and item.endswith("...")
@@ -198,8 +215,8 @@ def _arg_domain(b: Builder, field: str, t: Type, spec: dict[str, Any]) -> bool:
     """doc, min/max and samples fit the argument's type; False (and problems) if not."""
     elem = t.elem.kind if t.elem is not None else t.kind
     bad: list[tuple[str, str]] = []
-    if not isinstance(spec.get("doc", ""), str):
-        bad.append(("doc", "must be a string"))
+    if not isinstance(spec.get("doc", ""), str) or _CONTROL.search(spec.get("doc", "")):
+        bad.append(("doc", "must be a string without control characters"))
     for bound in ("min", "max"):
         if bound in spec and (elem not in ("int", "float") or not _fits(elem, spec[bound])):
             bad.append((bound, f"must be a number of the argument's type ({t})"))
