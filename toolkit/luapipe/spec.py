@@ -105,6 +105,8 @@ def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
         cmd = str(data.get("cmd", "")).upper()
         if cmd not in READS:
             b.problem(f"{field}.cmd", f"unknown read command {cmd!r} (known: {', '.join(READS)})")
+            if isinstance(data.get("name"), str):
+                b.failed.add(data["name"])
             continue
         info = READS[cmd]
         each, env = loop_env(b, field, data)
@@ -129,7 +131,7 @@ def _reads(b: Builder, raw: Any) -> tuple[Read, ...]:
                 and default.type != t.required
                 and not (t.required.kind == "float" and default.type == INT)
             ):
-                b.problem(f"{field}.default", f"must be a {t.required}, got {default.type}")
+                b.problem(f"{field}.default", f"must be of type {t.required}, got {default.type}")
             t = t.required
         if each is not None:
             if t.opt:
@@ -268,7 +270,8 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     writes = _writes(b, data.get("writes", []))
     raw_ret = data.get("returns")
     as_tuple = isinstance(raw_ret, list)
-    rets = [b.expr("returns", r) for r in (raw_ret if isinstance(raw_ret, list) else [raw_ret])]
+    raw_rets = raw_ret if isinstance(raw_ret, list) else [] if raw_ret is None else [raw_ret]
+    rets = [b.expr("returns", r) for r in raw_rets]
     if raw_ret is None:
         b.problem("returns", 'missing (hint: returns = "ok" or returns = ["ok", "left"])')
     invariant = None
@@ -279,7 +282,9 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         for extra in sorted(set(inv) - {"description", "check"}):
             b.problem(f"invariant.{extra}", "unknown field (known: check, description)")
         string_field(b, inv, "description", False, "invariant.")
-        e = b.expr("invariant.check", inv.get("check"))
+        e = b.expr("invariant.check", inv["check"]) if "check" in inv else None
+        if "check" not in inv:
+            b.problem("invariant.check", 'missing (hint: check = "available >= 0")')
         if e and e.type not in (BOOL, INT, parse_type("float")):
             b.problem("invariant.check", f"must be a bool or a number, got {e.type}")
         if e:

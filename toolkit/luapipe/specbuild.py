@@ -23,6 +23,7 @@ __all__ = [
 
 NAME_RE = re.compile(r"[a-z_][a-z0-9_]*")
 MAX_NAMES = 150
+_INDEX = re.compile(r"\[\d+\]$")
 #: characters that would split one problem over several lines (str.splitlines breaks)
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
@@ -65,11 +66,11 @@ class Builder:
         self.failed: set[str] = set()  # names whose definition failed: no cascade errors
 
     def problem(self, field: str, message: str) -> None:
-        line = self.lines.get(field)
-        parts = field.split(".")
-        while line is None and parts:
-            parts.pop()
-            line = self.lines.get(".".join(parts)) if parts else None
+        line, at = self.lines.get(field), field
+        while line is None and at:  # reads[2].key -> reads[2] -> reads
+            shorter = _INDEX.sub("", at)
+            at = shorter if shorter != at else at.rpartition(".")[0]
+            line = self.lines.get(at)
         text = f"{self.path}:{line or 1}: {field}: {message}"
         self.problems.append(_BREAKS.sub(lambda m: repr(m[0])[1:-1], text))
 
@@ -140,6 +141,8 @@ def string_field(
 def keys_section(b: Builder, raw: Any) -> tuple[KeySpec, ...]:
     if not isinstance(raw, list) or not raw:
         b.problem("keys", 'needs a list of key names, e.g. keys = ["stock"]')
+        if isinstance(raw, str):
+            b.failed.add(raw.removesuffix("..."))
         return ()
     out: list[KeySpec] = []
     for i, item in enumerate(raw):
@@ -172,6 +175,7 @@ def args_section(b: Builder, raw: Any) -> tuple[ArgSpec, ...]:
         field = f"args.{key}"
         if isinstance(spec, str):
             spec = {"type": spec}
+        b.failed.add(key)  # until it checks out: no "unknown name" where it is used
         if not isinstance(spec, dict):
             b.problem(field, "must be a type name or a table with type = ...")
             continue
@@ -189,6 +193,7 @@ def args_section(b: Builder, raw: Any) -> tuple[ArgSpec, ...]:
             continue
         nm = b.name(field, key)
         if nm:
+            b.failed.discard(nm)
             b.env[nm] = t
             samples = tuple(spec.get("samples", ()))
             out.append(
