@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown
@@ -332,6 +334,23 @@ def _debug_sleep(server: ServerProcess, seconds: float) -> None:
         client.close()
 
 
+def _wait_busy(server: ServerProcess) -> None:
+    """Return once the server stops answering (the DEBUG SLEEP has begun)."""
+    probe = redis.Redis(
+        host=server.host, port=server.port, socket_timeout=0.05, retry=Retry(NoBackoff(), 0)
+    )
+    try:
+        for _ in range(200):
+            try:
+                probe.ping()
+            except redis.TimeoutError:
+                return
+            time.sleep(0.01)
+        raise AssertionError("the server never became busy")
+    finally:
+        probe.close()
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_timeout_shorter_than_a_slow_call_never_runs_it_twice(
     debuggable: ServerProcess, form: str
@@ -346,7 +365,7 @@ def test_timeout_shorter_than_a_slow_call_never_runs_it_twice(
     op.run(impatient, form, keys=keys, args=args)  # warm: script/function loaded, connected
     sleeper = threading.Thread(target=_debug_sleep, args=(debuggable, 0.6))
     sleeper.start()
-    time.sleep(0.1)
+    _wait_busy(debuggable)
     try:
         with pytest.raises(OutcomeUnknown, match="outcome unknown"):
             op.run(impatient, form, keys=keys, args=args)
