@@ -5,8 +5,9 @@ and :mod:`luapipe.serverforms` (the same commands, reply handling, errors and WA
 policy as the sync forms); only the sending differs, through
 :mod:`luapipe.aio_transport` (each batch written once, nothing re-sent after a timeout or
 a cancellation: :class:`~luapipe.errors.OutcomeUnknown`). The script form is
-``await reg.call(aclient, ...)``, so it also runs on ``redis.asyncio.RedisCluster``; the
-other forms need a single-node ``redis.asyncio.Redis``.
+``await reg.call(aclient, ...)``; on ``redis.asyncio.RedisCluster`` the other forms are
+routed by key slot (:mod:`luapipe.aio_clusterforms`, the twin of
+:mod:`luapipe.clusterforms`).
 
 ::
 
@@ -17,10 +18,10 @@ other forms need a single-node ``redis.asyncio.Redis``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
 from luapipe import clientforms, serverforms
@@ -33,7 +34,14 @@ if TYPE_CHECKING:
     from luapipe.operation import Operation
     from luapipe.registry import AsyncClient
 
-__all__ = ["drive_async", "run_form_async", "run_plan_async", "run_value_async"]
+__all__ = [
+    "drive_async",
+    "run_form_async",
+    "run_plan_async",
+    "run_value_async",
+    "script_async",
+    "transaction_async",
+]
 
 T = TypeVar("T")
 
@@ -63,14 +71,13 @@ async def run_plan_async(
     check_form(plan, client, form)
     env = bind(plan, keys, args)
     if form == "script":
-        wire_keys, wire_args = serverforms.split(plan, env)
-        reply = await serverforms.registry_of(plan).call(
-            client, serverforms.script_name(plan), wire_keys, wire_args
-        )
-        return RunResult(wire(reply), form, 1)
-    assert not isinstance(client, RedisCluster)  # check_form refused it
+        return RunResult(await script_async(plan, client, env), form, 1)
+    if isinstance(client, RedisCluster):  # every other form, routed by slot
+        from luapipe.aio_clusterforms import run_cluster_async
+
+        return await run_cluster_async(plan, client, form, env, max_retries)
     if form == "transaction":
-        return await _transaction(plan, client, env, max_retries)
+        return await transaction_async(plan, lambda: async_session(client), env, max_retries)
     async with async_session(client) as s:
         if form == "function":
             value = await drive_async(serverforms.function_steps(plan, env, s.address), s)
@@ -79,12 +86,25 @@ async def run_plan_async(
         return RunResult(value, form, s.round_trips)
 
 
-async def _transaction(
-    plan: Plan, client: redis.asyncio.Redis, env: Env, max_retries: int
+async def script_async(plan: Plan, client: AsyncClient, env: Env) -> Any:
+    """EVALSHA through the registry (``reg.call`` routes a cluster client by slot)."""
+    wire_keys, wire_args = serverforms.split(plan, env)
+    reply = await serverforms.registry_of(plan).call(
+        client, serverforms.script_name(plan), wire_keys, wire_args
+    )
+    return wire(reply)
+
+
+async def transaction_async(
+    plan: Plan,
+    open_session: Callable[[], AbstractAsyncContextManager[AsyncSession]],
+    env: Env,
+    max_retries: int,
 ) -> RunResult:
+    """WATCH/MULTI/EXEC attempts, each on a session from ``open_session`` (one node)."""
     trips = 0
     for attempt in range(max_retries + 1):
-        async with async_session(client) as s:
+        async with open_session() as s:
             try:
                 ok, ret = await drive_async(clientforms.transaction_steps(plan, dict(env)), s)
             except BaseException:

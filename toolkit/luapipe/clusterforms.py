@@ -16,8 +16,8 @@ before anything is sent (see :mod:`luapipe.clustersafety` to know beforehand).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from luapipe import clientforms, cluster, serverforms, transport
 from luapipe.errors import (
@@ -33,12 +33,17 @@ if TYPE_CHECKING:
     from luapipe.operation import Operation
 
 __all__ = [
+    "ATTEMPTS",
     "RoutedSession",
     "execute_routed",
+    "group",
     "invariant_of",
+    "is_redirected",
+    "plan_slot",
     "routed_session",
     "run_cluster",
     "run_op",
+    "settle",
 ]
 
 ATTEMPTS = 6
@@ -51,8 +56,52 @@ def _backoff(client: Any, attempt: int) -> None:
     refresh_later(client, attempt)
 
 
+N = TypeVar("N")
+
+
 def _key_of(args: Sequence[Any]) -> Any:
     return args[1] if len(args) > 1 else None
+
+
+# -- I/O-free routing rules, shared with the asyncio twin (luapipe.aio_clusterforms) -------
+
+
+def group(
+    client: Any,
+    cmds: Sequence[Sequence[Any]],
+    pending: Sequence[int],
+    locate: Callable[[int | None], tuple[str, N]],
+) -> dict[str, tuple[N, list[int]]]:
+    """``{node name: (node, indexes)}``: the ``pending`` commands grouped by the node that
+    ``locate`` says owns the slot of their key (one key each, at position 1)."""
+    groups: dict[str, tuple[N, list[int]]] = {}
+    for i in pending:
+        key = _key_of(cmds[i])
+        name, node = locate(None if key is None else int(client.keyslot(key)))
+        groups.setdefault(name, (node, []))[1].append(i)
+    return groups
+
+
+def settle(idx: Sequence[int], out: Sequence[Any], replies: list[Any]) -> list[int]:
+    """Put one node's replies in their places; the indexes answered with a redirect (they
+    did not run: route them again)."""
+    retry: list[int] = []
+    for i, reply in zip(idx, out, strict=True):
+        if isinstance(reply, transport.ReplyError) and reply.is_redirect:
+            retry.append(i)
+        else:
+            replies[i] = reply
+    return retry
+
+
+def is_redirected(exc: ScriptRuntimeError) -> bool:
+    """A function call answered with a redirect reply: it did not run."""
+    return str(exc).split("failed: ", 1)[-1].startswith(_REDIRECTS)
+
+
+def plan_slot(plan: Plan, client: Any, env: Env) -> int | None:
+    """The one slot of a call's declared keys: :class:`CrossSlotError` before sending."""
+    return cluster.slot_of(client, [x for k, _ in plan.keys for x in to_wire(env[k])])
 
 
 class _Held:
@@ -92,11 +141,7 @@ def execute_routed(
     pending = list(range(len(cmds)))
     trips = 0
     for attempt in range(ATTEMPTS):
-        groups: dict[str, tuple[Any, list[int]]] = {}
-        for i in pending:
-            key = _key_of(cmds[i])
-            name, node = cluster.node_client(client, None if key is None else client.keyslot(key))
-            groups.setdefault(name, (node, []))[1].append(i)
+        groups = group(client, cmds, pending, lambda slot: cluster.node_client(client, slot))
         retry: list[int] = []
         for name, (node, idx) in groups.items():
             try:
@@ -107,11 +152,7 @@ def execute_routed(
             except ConnectionFailed:  # nothing was sent: route again
                 retry.extend(idx)
                 continue
-            for i, reply in zip(idx, out, strict=True):
-                if isinstance(reply, transport.ReplyError) and reply.is_redirect:
-                    retry.append(i)
-                else:
-                    replies[i] = reply
+            retry += settle(idx, out, replies)
         if not retry:
             return replies, trips
         pending = sorted(retry)
@@ -166,8 +207,7 @@ def routed_session(client: Any) -> Iterator[transport.Session]:
 
 
 def _node_for(plan: Plan, client: Any, env: Env) -> Any:
-    keys = [x for k, _ in plan.keys for x in to_wire(env[k])]
-    return cluster.node_client(client, cluster.slot_of(client, keys))[1]
+    return cluster.node_client(client, plan_slot(plan, client, env))[1]
 
 
 def _function(plan: Plan, client: Any, env: Env) -> Any:
@@ -179,7 +219,7 @@ def _function(plan: Plan, client: Any, env: Env) -> Any:
         except ConnectionFailed:  # nothing was sent
             pass
         except ScriptRuntimeError as exc:  # a redirect reply: the function did not run
-            if not str(exc).split("failed: ", 1)[-1].startswith(_REDIRECTS):
+            if not is_redirected(exc):
                 raise
         _backoff(client, attempt)
     raise ServerError(f"no node would take function {plan.function_name!r}")

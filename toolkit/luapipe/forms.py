@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.cluster
-from redis.asyncio.cluster import RedisCluster
 
 from luapipe import clientforms, serverforms, transport
 from luapipe import runtime as _rt
@@ -112,14 +111,12 @@ def bind(plan: Plan, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Env:
 
 
 def check_form(plan: Plan, client: object, form: str) -> None:
-    """A known form that can run on ``client`` (nothing sent on error)."""
+    """A known form (nothing sent on error). Every form runs on every client kind: cluster
+    clients, sync and async, are routed by key slot (:mod:`luapipe.clusterforms`,
+    :mod:`luapipe.aio_clusterforms`); atomic forms with keys in several slots raise
+    :class:`~luapipe.errors.CrossSlotError` there, before sending."""
     if form not in FORMS:
         raise CallArgumentError(f"unknown form {form!r} ({', '.join(FORMS)})")
-    if form != "script" and isinstance(client, redis.cluster.RedisCluster | RedisCluster):
-        raise CallArgumentError(
-            f"{plan.name}: the {form} form needs a single-node client, got a cluster client; "
-            "on a cluster use the script form (routed by key slot)"
-        )
 
 
 def run_plan(

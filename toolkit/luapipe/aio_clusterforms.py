@@ -1,0 +1,192 @@
+"""asyncio forms on ``redis.asyncio.cluster.RedisCluster``: the twin of :mod:`luapipe.clusterforms`.
+
+The same step generators (:mod:`luapipe.clientforms`, :mod:`luapipe.serverforms`) and the
+same I/O-free routing rules (:func:`~luapipe.clusterforms.group`,
+:func:`~luapipe.clusterforms.settle`, :func:`~luapipe.clusterforms.plan_slot`); only the
+sending is async (:mod:`luapipe.aio_cluster` node sessions):
+
+- naive / pipelined: each command goes to the primary that owns its key's slot; a step
+  whose keys live on several nodes is one round trip per node (sent concurrently), replies
+  put back in the caller's order. Commands answered MOVED/ASK/TRYAGAIN/CLUSTERDOWN, or
+  whose node refused the connection, did not run: the slot map is re-read and only they are
+  sent again. Anything that may have run is never re-sent
+  (:class:`~luapipe.errors.OutcomeUnknown`).
+- transaction: WATCH/MULTI/EXEC on the node that owns the (one) slot of the declared keys.
+- function: FCALL on the slot's node, the library loaded there on demand.
+- script: ``reg.call`` (routed by :mod:`luapipe.aio_cluster`), in :mod:`luapipe.aio_forms`.
+
+Keys of an atomic form in different slots raise :class:`~luapipe.errors.CrossSlotError`
+before anything is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+from luapipe import clientforms, serverforms, transport
+from luapipe.aio_cluster import _node_for, _refresh_later, node_session
+from luapipe.aio_forms import drive_async, transaction_async
+from luapipe.aio_transport import AsyncSession
+from luapipe.clusterforms import ATTEMPTS, group, is_redirected, plan_slot, settle
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    OutcomeUnknown,
+    ScriptRuntimeError,
+    ServerError,
+)
+from luapipe.plan import Env, Plan, RunResult
+
+__all__ = ["AsyncRoutedSession", "execute_routed_async", "run_cluster_async"]
+
+
+def _locate(client: RedisCluster, slot: int | None) -> tuple[str, ClusterNode]:
+    node = _node_for(client, slot)
+    return node.name, node
+
+
+class _Held:
+    """One held session per node for the length of a routed session."""
+
+    def __init__(self, client: RedisCluster) -> None:
+        self.client = client
+        self.stack = contextlib.AsyncExitStack()
+        self.sessions: dict[str, AsyncSession] = {}
+
+    async def get(self, node: ClusterNode) -> AsyncSession:
+        s = self.sessions.get(node.name)
+        if s is None or s.broken:
+            s = await self.stack.enter_async_context(node_session(self.client, node))
+            self.sessions[node.name] = s
+        return s
+
+    async def send(
+        self, node: ClusterNode, cmds: list[tuple[Any, ...]], parse: bool
+    ) -> tuple[list[Any], int]:
+        """One node's part: (replies, round trips)."""
+        s = await self.get(node)
+        before = s.round_trips
+        out = await s.execute(cmds, parse=parse)
+        return out, s.round_trips - before
+
+
+async def execute_routed_async(
+    client: RedisCluster,
+    commands: Sequence[Sequence[Any]],
+    *,
+    held: _Held,
+    parse: bool = False,
+) -> tuple[list[Any], int]:
+    """Send ``commands`` (one key each, at position 1) to the nodes that own their keys: one
+    write per node, concurrently; ``(replies in order, round trips)``. Error replies are
+    :class:`~luapipe.transport.ReplyError` values."""
+    cmds = [tuple(c) for c in commands]
+    replies: list[Any] = [None] * len(cmds)
+    pending = list(range(len(cmds)))
+    trips = 0
+    for attempt in range(ATTEMPTS):
+        groups = group(client, cmds, pending, lambda slot: _locate(client, slot))
+        outcomes = await asyncio.gather(
+            *(held.send(node, [cmds[i] for i in idx], parse) for node, idx in groups.values()),
+            return_exceptions=True,
+        )
+        retry: list[int] = []
+        failure: BaseException | None = None
+        for (_, idx), outcome in zip(groups.values(), outcomes, strict=True):
+            if isinstance(outcome, ConnectionFailed):  # nothing was sent: route again
+                retry.extend(idx)
+            elif isinstance(outcome, BaseException):
+                failure = failure or outcome
+            else:
+                out, n = outcome
+                trips += n
+                retry += settle(idx, out, replies)
+        if failure is not None:  # the other nodes' parts ran; nothing is re-sent
+            raise failure
+        if not retry:
+            return replies, trips
+        pending = sorted(retry)
+        await _refresh_later(client, attempt)
+    raise ServerError(f"no node would take {len(pending)} command(s) after {ATTEMPTS} attempts")
+
+
+class AsyncRoutedSession(AsyncSession):
+    """An :class:`~luapipe.aio_transport.AsyncSession` look-alike whose batches are routed
+    per key; ``async with`` it (it holds a connection per node it has used)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, client: RedisCluster) -> None:  # no connection of its own
+        self.client = client
+        self.conn = None
+        self.parser = client
+        self.address = "cluster"
+        self.round_trips = 0
+        self.broken = False
+        self.pending = False
+        self._held = _Held(client)
+
+    async def __aenter__(self) -> AsyncRoutedSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._held.stack.__aexit__(exc_type, exc, tb)
+
+    async def execute(
+        self, commands: Sequence[transport.Command | Sequence[Any]], *, parse: bool = False
+    ) -> list[Any]:
+        raw = [c.args if isinstance(c, transport.Command) else tuple(c) for c in commands]
+        if not raw:
+            return []
+        replies, trips = await execute_routed_async(self.client, raw, parse=parse, held=self._held)
+        self.round_trips += trips
+        return replies
+
+    async def send_one(self, args: tuple[Any, ...]) -> Any:
+        return (await self.execute([args]))[0]
+
+
+async def _function(plan: Plan, client: RedisCluster, env: Env) -> Any:
+    slot = plan_slot(plan, client, env)  # CrossSlotError before sending
+    for attempt in range(ATTEMPTS):
+        try:
+            async with node_session(client, _node_for(client, slot)) as s:
+                return await drive_async(serverforms.function_steps(plan, env, s.address), s)
+        except OutcomeUnknown:
+            raise
+        except ConnectionFailed:  # nothing was sent
+            pass
+        except ScriptRuntimeError as exc:  # a redirect reply: the function did not run
+            if not is_redirected(exc):
+                raise
+        await _refresh_later(client, attempt)
+    raise ServerError(f"no node would take function {plan.function_name!r}")
+
+
+async def run_cluster_async(
+    plan: Plan, client: RedisCluster, form: str, env: Env, max_retries: int
+) -> RunResult:
+    """Run one bound call of ``plan`` in ``form`` (not ``script``: see
+    :func:`luapipe.aio_forms.script_async`) on the async cluster ``client``."""
+    await client.initialize()
+    if form == "function":
+        return RunResult(await _function(plan, client, env), form, 1)
+    if form == "transaction":
+        node = _node_for(client, plan_slot(plan, client, env))  # CrossSlotError before sending
+        return await transaction_async(plan, lambda: node_session(client, node), env, max_retries)
+    steps = clientforms.STEPS.get(form)
+    if steps is None:
+        raise CallArgumentError(f"unknown form {form!r} (naive, pipelined, transaction, function)")
+    async with AsyncRoutedSession(client) as s:
+        return RunResult(await drive_async(steps(plan, env), s), form, s.round_trips)
