@@ -196,3 +196,43 @@ def test_cross_slot_keys_refuse_atomic_forms_before_sending(
     assert arun(cluster, body) == [[1, 7], [1, 4], (6, 3)]  # pipelined: a round trip per node
     assert (rc.get("a:src"), rc.get("b:dst")) == (b"4", b"6")
     assert [rc.get(k) for k in counters] == [b"2"] * 6
+
+
+def test_moved_replies_are_re_routed_and_run_once(
+    cluster: EmbeddedCluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """A stale slot map: the commands answered MOVED did not run; only they are re-sent."""
+    incr, transfer = _op("incr_many"), _op("transfer")
+    counters = [f"n:{i}" for i in range(6)]
+    pair = {"src": "{m}:src", "dst": "{m}:dst"}
+
+    async def body(a: acluster.RedisCluster) -> list[Any]:
+        await a.initialize()
+        rc.config_resetstat(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+
+        def misroute(key: str) -> None:
+            cache = a.nodes_manager.slots_cache  # a new dict after each refresh
+            owner = cache[slot(key)][0]
+            cache[slot(key)] = [next(n for n in a.get_primaries() if n.name != owner.name)]
+
+        out: list[Any] = []
+        for form in ("naive", "pipelined"):
+            misroute(counters[0])
+            res = await incr.run_detailed(a, form, keys={"counters": counters}, args={"by": 1})
+            out.append((form, res.value, res.round_trips))
+        rc.set("{m}:src", 10)
+        for form in ("function", "script"):
+            misroute("{m}:src")
+            out.append((form, await transfer.run(a, form, keys=pair, args={"amount": 3})))
+        return out
+
+    assert arun(cluster, body) == [
+        ("naive", 6, 7),  # 6 INCRBYs, one of them sent twice (MOVED, then its owner)
+        ("pipelined", 6, 4),  # one write per node, then the moved one again
+        ("function", [1, 7]),
+        ("script", [1, 4]),
+    ]
+    assert [rc.get(k) for k in counters] == [b"2"] * 6  # each ran exactly once per form
+    assert (rc.get("{m}:src"), rc.get("{m}:dst")) == (b"4", b"6")
+    errors = rc.info("errorstats", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    assert sum(e.get("errorstat_MOVED", {}).get("count", 0) for e in errors.values()) == 4
