@@ -80,13 +80,18 @@ async def execute_routed_async(
     client: RedisCluster,
     commands: Sequence[Sequence[Any]],
     *,
-    held: _Held,
     parse: bool = False,
+    held: _Held | None = None,
 ) -> tuple[list[Any], int]:
     """Send ``commands`` (one key each, at position 1) to the nodes that own their keys: one
     write per node, concurrently; ``(replies in order, round trips)``. Error replies are
     :class:`~luapipe.transport.ReplyError` values."""
     cmds = [tuple(c) for c in commands]
+    if held is None:
+        await client.initialize()
+        mine = _Held(client)
+        async with mine.stack:
+            return await execute_routed_async(client, cmds, parse=parse, held=mine)
     replies: list[Any] = [None] * len(cmds)
     pending = list(range(len(cmds)))
     trips = 0
