@@ -236,3 +236,32 @@ def test_moved_replies_are_re_routed_and_run_once(
     assert (rc.get("{m}:src"), rc.get("{m}:dst")) == (b"4", b"6")
     errors = rc.info("errorstats", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
     assert sum(e.get("errorstat_MOVED", {}).get("count", 0) for e in errors.values()) == 4
+
+
+def test_a_cancelled_call_is_never_re_sent(
+    cluster: EmbeddedCluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """A write held up on one node (CLIENT PAUSE) and cancelled by a timeout: the outcome
+    is unknown there, it is not re-sent, and the client keeps working."""
+    incr = _op("incr_many")
+    counters = [f"p:{i}" for i in range(6)]
+    paused = rc.nodes_manager.get_node_from_slot(slot(counters[0]))
+    kw: dict[str, Any] = {"keys": {"counters": counters}, "args": {"by": 1}}
+
+    async def body(a: acluster.RedisCluster) -> int:
+        await a.initialize()
+        rc.get_redis_connection(paused).client_pause(300, all=False)  # writes wait
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(incr.run(a, "pipelined", **kw), 0.1)
+        await asyncio.sleep(0.4)
+        value: int = await incr.run(a, "pipelined", **kw)
+        return value
+
+    assert arun(cluster, body) == 6
+    on_paused = [k for k in counters if slot(k) in _slots_of(rc, paused.name)]
+    for k in counters:
+        assert rc.get(k) in ((b"1", b"2") if k in on_paused else (b"2",)), k
+
+
+def _slots_of(rc: redis.cluster.RedisCluster, name: str) -> set[int]:
+    return {s for s, nodes in rc.nodes_manager.slots_cache.items() if nodes[0].name == name}
