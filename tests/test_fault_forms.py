@@ -423,3 +423,44 @@ def test_connection_killed_between_watch_and_exec_does_not_commit_unwatched(
     finally:
         victim.close()
         admin.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ConnectionFailed,
+    reason="a naive call whose DECRBY already ran raises ConnectionFailed ('nothing was "
+    "sent', safe to retry) when its connection dies before the INCRBY: a caller that "
+    "retries moves the amount twice. After a write round trip, a lost connection must be "
+    "OutcomeUnknown (transport.Session/clientforms: not this test's to fix)",
+)
+def test_connection_killed_after_a_write_of_a_naive_call_is_outcome_unknown(
+    debuggable: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from luapipe import transport
+
+    admin = redis.Redis(host=debuggable.host, port=debuggable.port, decode_responses=True)
+    admin.flushall()
+    keys = {"src": "naive:src", "dst": "naive:dst"}
+    admin.set(keys["src"], 10)
+    victim = redis.Redis(host=debuggable.host, port=debuggable.port, client_name="victim")
+    real_execute = transport.Session.execute
+
+    def execute(self: transport.Session, commands: Any, **kw: Any) -> list[Any]:
+        replies = real_execute(self, commands, **kw)
+        head = commands[0][0]
+        if (head.decode() if isinstance(head, bytes) else str(head)).upper() == "DECRBY":
+            for c in admin.client_list():
+                if c["name"] == "victim":
+                    admin.client_kill_filter(_id=c["id"])
+        return replies
+
+    monkeypatch.setattr(transport.Session, "execute", execute)
+    try:
+        with pytest.raises(OutcomeUnknown):
+            OPS["transfer"].run(victim, "naive", keys=keys, args={"amount": 1})
+    finally:
+        print(
+            f"\nkill after DECRBY: src {admin.get(keys['src'])!r}, dst {admin.get(keys['dst'])!r}"
+        )
+        victim.close()
+        admin.close()
