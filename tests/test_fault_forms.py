@@ -124,6 +124,12 @@ def _step_duplicates(lefts: list[int | None]) -> int:
     return dup
 
 
+def _partial(form: str, t: Tally) -> int:
+    """Calls that may have run in part though they raised ConnectionFailed: a naive call
+    whose connection dies after one of its write round trips (the xfail test at the end)."""
+    return t.refused if form == "naive" else 0
+
+
 def _report(title: str, client: redis.Redis, tallies: dict[tuple[str, str], Tally]) -> int:
     """Print the figures; returns the number of duplicate executions found."""
     print(f"\n{title}")
@@ -131,7 +137,7 @@ def _report(title: str, client: redis.Redis, tallies: dict[tuple[str, str], Tall
     total_dups = 0
     for (op, form), t in sorted(tallies.items()):
         ran = _ran(client, op, form)
-        dups = max(max(0, v - t.ok - t.unknown) for v in ran.values())
+        dups = max(max(0, v - t.ok - t.unknown - _partial(form, t)) for v in ran.values())
         dups = max(dups, _step_duplicates(t.lefts))
         total_dups += dups
         print(
@@ -155,7 +161,7 @@ def _assert_at_most_once(client: redis.Redis, tallies: dict[tuple[str, str], Tal
         assert t.errors == [], (op, form, t.errors[:3])
         for effect, n in ran.items():
             # every call that returned ran; nothing ran that the caller did not send once
-            assert t.ok <= n <= t.ok + t.unknown, (op, form, effect, n, t)
+            assert t.ok <= n <= t.ok + t.unknown + _partial(form, t), (op, form, effect, n, t)
         assert _step_duplicates(t.lefts) == 0, (op, form)
         if form in ATOMIC:
             assert _invariant_holds(client, op, form), (op, form, ran)
