@@ -124,12 +124,6 @@ def _step_duplicates(lefts: list[int | None]) -> int:
     return dup
 
 
-def _partial(form: str, t: Tally) -> int:
-    """Calls that may have run in part though they raised ConnectionFailed: a naive call
-    whose connection dies after one of its write round trips (the xfail test at the end)."""
-    return 0
-
-
 def _report(title: str, client: redis.Redis, tallies: dict[tuple[str, str], Tally]) -> int:
     """Print the figures; returns the number of duplicate executions found."""
     print(f"\n{title}")
@@ -138,7 +132,7 @@ def _report(title: str, client: redis.Redis, tallies: dict[tuple[str, str], Tall
     for (op, form), t in sorted(tallies.items()):
         ran = _ran(client, op, form)
         total_ran += max(ran.values())
-        dups = max(max(0, v - t.ok - t.unknown - _partial(form, t)) for v in ran.values())
+        dups = max(max(0, v - t.ok - t.unknown) for v in ran.values())
         dups = max(dups, _step_duplicates(t.lefts))
         total_dups += dups
         print(

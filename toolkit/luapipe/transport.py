@@ -172,10 +172,11 @@ class Session:
             _ready(conn, reconnect=self.round_trips == 0)
         except (rex.RedisError, OSError) as exc:
             self.broken = True
-            if self.round_trips:
-                raise ConnectionFailed(
-                    f"connection to {self.address} was closed between round trips; its state "
-                    f"(a WATCH) is lost, so the next step was not sent ({exc})"
+            if self.round_trips:  # earlier steps of this operation ran; it may be partial
+                raise OutcomeUnknown(
+                    f"connection to {self.address} was closed after {self.round_trips} round "
+                    f"trip(s) of this operation: those ran, the rest was not sent, so the "
+                    f"outcome is unknown (a WATCH on it is lost too) ({exc})"
                 ) from None
             raise translate(exc, where=self.address, sent=False) from None
         try:
