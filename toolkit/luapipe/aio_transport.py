@@ -116,6 +116,15 @@ class AsyncSession:
         self.pending = True  # a write interrupted halfway may have reached the server
         try:
             await _write(self.conn, packed)
+        except ConnectionFailed as exc:
+            await self._lost()
+            if self.round_trips:  # earlier steps of this operation ran: it may be partial
+                raise OutcomeUnknown(
+                    f"connection to {self.address} was closed after {self.round_trips} round "
+                    f"trip(s) of this operation: those ran, the rest was not sent, so the "
+                    f"outcome is unknown ({exc})"
+                ) from None
+            raise
         except _NET_ERRORS as exc:
             await self._lost()
             raise translate(exc, where=self.address, sent=True) from None
