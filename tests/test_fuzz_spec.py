@@ -386,6 +386,23 @@ def test_huge_expressions_are_spec_errors_or_run(r: redis.Redis, text: str) -> N
         assert _outcome(op, r, "script") == _outcome(op, r, "naive")
 
 
+@pytest.mark.parametrize(
+    ("expr", "value"),
+    [
+        ("9007199254740991 % (-3)", -2),  # found by the typed fuzzer: Lua said -1
+        ("9007199254740991 // (-3)", -3002399751580331),
+        ("(-9007199254740991) % 3", 2),
+        ("(-9007199254740991) // 7", -1286742750677285),
+        ("(-7) % 3", 2),
+        ("7 // (-2)", -4),
+    ],
+)
+def test_floor_division_is_exact_near_2_53(r: redis.Redis, expr: str, value: int) -> None:
+    op = parse_operation(SPEC.format(ret=toml_value([expr])), "probe.toml")
+    for form in ("script", "function", "naive"):
+        assert op.run(r, form, keys={"k": "probe"}, args=ARGS) == [value], form
+
+
 def test_too_many_names_is_one_spec_error() -> None:
     lets = "".join(f'l{i} = "{i}"\n' for i in range(300))
     with pytest.raises(SpecError) as info:

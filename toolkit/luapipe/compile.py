@@ -41,6 +41,15 @@ def lua_str(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+# Floor division and modulo, exact for every int within 2^53 (fmod is exact; the prelude's
+# a - q * b rounds when q * b passes 2^53: 9007199254740991 % -3 gave -1, not -2).
+_FLOORDIV = (
+    "(function(a, b) if b == 0 then _err('DIVZERO', 'division by zero') end "
+    "local r = math.fmod(a, b) local q = (a - r) / b "
+    "if r ~= 0 and (r < 0) ~= (b < 0) then q = q - 1 r = r + b end return _ck("
+)
+
+
 class _Lua:
     def __init__(self, types: Types) -> None:
         self.types = types
@@ -104,10 +113,8 @@ class _Lua:
             return f"({self.fmt(node.left)} .. {self.fmt(node.right)})"
         if op == "/":
             return f"_div({a}, {b})"
-        if op == "//":
-            return f"_idiv({a}, {b})"
-        if op == "%":
-            return f"_imod({a}, {b})"
+        if op in ("//", "%"):
+            return f"{_FLOORDIV}{'q' if op == '//' else 'r'}) end)({a}, {b})"
         check = "_ck" if t == INT else "_fk"
         return f"{check}({a} {op} {b})"
 
