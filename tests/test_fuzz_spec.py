@@ -229,13 +229,6 @@ def test_mutated_catalogue_specs_fail_cleanly_or_agree(r: redis.Redis, doc: dict
     assert report.mismatch is None, toml_doc(doc) + report.mismatch.describe()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="serverforms._registry caches one registry per Lua text, holding the script "
-    "'op_<first name>': a second operation with the same generated Lua (same body and "
-    "path, another name) asks it for 'op_<its name>' and gets UnknownScriptError "
-    "(serverforms.py: not this test's to fix; key the cache by name and text)",
-)
 def test_same_body_different_names_both_run(r: redis.Redis) -> None:
     """Found by the mutation fuzzer: two specs that differ only in their name."""
     text = (CATALOGUE[0].parent / "rate_limit.toml").read_text()

@@ -189,21 +189,7 @@ def test_payload_in_field_is_rejected_or_data(r: redis.Redis, field: str, payloa
 
 @pytest.mark.parametrize(
     "payload",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=UnicodeEncodeError,
-                reason="serverforms.script passes str args to the registry without "
-                "surrogateescape (the other forms use plan.enc): redis-py's strict UTF-8 "
-                "raises UnicodeEncodeError for a non-UTF-8 value (serverforms.py: not ours)",
-            ),
-        )
-        if p == "non-utf8"
-        else p
-        for p in sorted(PAYLOADS)
-    ],
+    sorted(PAYLOADS),
 )
 def test_payload_as_an_argument_value_is_data_in_every_form(r: redis.Redis, payload: str) -> None:
     """Values travel as ARGV, binary-safe (the NUL and the lone 0xE9 byte round-trip)."""

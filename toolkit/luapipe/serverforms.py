@@ -15,7 +15,7 @@ import redis
 
 from luapipe import transport
 from luapipe.errors import ScriptRuntimeError
-from luapipe.plan import Env, Plan, Steps, drive, encode, to_wire, wire
+from luapipe.plan import Env, Plan, Steps, drive, enc, encode, to_wire, wire
 from luapipe.script import LuaScript
 
 if TYPE_CHECKING:
@@ -24,19 +24,21 @@ if TYPE_CHECKING:
 __all__ = ["function", "function_steps", "registry_of", "script", "script_name", "split"]
 
 _LOCK = threading.Lock()
-_REGISTRIES: dict[str, ScriptRegistry] = {}
+_REGISTRIES: dict[tuple[str, str], ScriptRegistry] = {}
 _FUNCTIONS: set[tuple[str, str]] = set()
 
 
 def registry_of(plan: Plan) -> ScriptRegistry:
-    """A registry holding the plan's generated script (one per script text)."""
+    """A registry holding the plan's generated script (one per operation name and text:
+    two operations may generate the same Lua)."""
     from luapipe.registry import ScriptRegistry
 
+    key = (plan.name, plan.lua_script)
     with _LOCK:
-        reg = _REGISTRIES.get(plan.lua_script)
+        reg = _REGISTRIES.get(key)
         if reg is None:
-            script = LuaScript.from_source(f"op_{plan.name}", plan.lua_script)
-            reg = _REGISTRIES[plan.lua_script] = ScriptRegistry([script], check=False)
+            script = LuaScript.from_source(script_name(plan), plan.lua_script)
+            reg = _REGISTRIES[key] = ScriptRegistry([script], check=False)
         return reg
 
 
@@ -44,10 +46,11 @@ def script_name(plan: Plan) -> str:
     return f"op_{plan.name}"
 
 
-def split(plan: Plan, env: Env) -> tuple[list[str], list[str]]:
-    """KEYS and ARGV of a call, as the script and the function receive them."""
-    keys = [x for k, _ in plan.keys for x in to_wire(env[k])]
-    return keys, [x for a, _ in plan.args for x in to_wire(env[a])]
+def split(plan: Plan, env: Env) -> tuple[list[Any], list[Any]]:
+    """KEYS and ARGV of a call, as the script and the function receive them: str values as
+    UTF-8 with surrogates kept, like every other form (binary-safe)."""
+    keys = [enc(x) for k, _ in plan.keys for x in to_wire(env[k])]
+    return keys, [enc(x) for a, _ in plan.args for x in to_wire(env[a])]
 
 
 def script(plan: Plan, client: redis.Redis, env: Env) -> Any:
