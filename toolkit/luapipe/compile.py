@@ -278,7 +278,7 @@ class _Py:
         if f == "float":
             return f"_rt.pflt({a[0]})" if src == STR else self.as_float(args[0])
         if f == "is_nil":
-            return f"({a[0]} is None)"
+            return f"_rt.is_nil({a[0]})"  # not `x is None`: a literal x would warn
         if f == "coalesce":
             code = f"_rt.co({a[0]}, {a[1]})"
             return f"float({code})" if t == FLOAT else code

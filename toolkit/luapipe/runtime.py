@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from luapipe.errors import ScriptRuntimeError
 
-__all__ = ["OpError", "ck", "fk", "fmt", "pint", "pflt", "rint", "rflt", "text"]
+__all__ = ["OpError", "ck", "fk", "fmt", "is_nil", "pint", "pflt", "rint", "rflt", "text"]
 
 LIMIT = 2**53
 T = TypeVar("T")
@@ -117,6 +117,11 @@ def rflt(s: str | None) -> float | None:
     if v is None:
         raise fail("NOTFLOAT", "a value read is not a number")
     return v
+
+
+def is_nil(x: object) -> bool:
+    """``is_nil(x)`` of the expression language (Lua's ``x == nil``)."""
+    return x is None
 
 
 def co(a: T | None, d: T) -> T:

@@ -238,7 +238,7 @@ PLAN = _f.Plan(
         _f.ReadStep('above', 1, 'ZCOUNT', lambda e: e['board'], (lambda e: ('(' + _rt.fmt(max(e['score'], float(_rt.co(e['best'], e['score']))))), lambda e: '+inf'), None, lambda r, e: r),
     ),
     lets=(
-        ('improved', lambda e: ((e['best'] is None) or (e['score'] > float(_rt.co(e['best'], 0.0))))),
+        ('improved', lambda e: (_rt.is_nil(e['best']) or (e['score'] > float(_rt.co(e['best'], 0.0))))),
         ('top', lambda e: (e['score'] if e['improved'] else float(_rt.co(e['best'], e['score'])))),
     ),
     writes=(
