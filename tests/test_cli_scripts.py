@@ -214,3 +214,13 @@ def test_every_command_is_documented_in_readme() -> None:
         names = [f"luapipe {name} {s}" for s in sub] if sub else [f"luapipe {name}"]
         missing += [n for n in names if n not in readme]
     assert not missing, f"undocumented in README.md: {missing}"
+
+
+def test_committed_lock_file_matches_the_bundled_scripts() -> None:
+    """scripts_lua/luapipe.lock.json is what `luapipe deploy --check` compares against:
+    editing or generating a script without re-deploying shows up here first."""
+    from luapipe.deploy import read_lock
+    from luapipe.registry import ScriptRegistry
+
+    lock = read_lock(SCRIPTS_DIR / "luapipe.lock.json")
+    assert lock == {s.name: s.sha for s in ScriptRegistry.from_directory(SCRIPTS_DIR)}
