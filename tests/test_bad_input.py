@@ -198,3 +198,12 @@ def test_oversized_argument_is_refused_and_nothing_runs(r: redis.Redis) -> None:
         assert reg.call(r, "echo", keys=["small"], args=["ok"]) == b"OK"  # the client recovers
     finally:
         r.config_set("proto-max-bulk-len", 512 * 1024 * 1024)
+
+
+def test_batch_for_a_generated_operation_is_refused_not_ignored() -> None:
+    from luapipe.bench.opworkload import resolve_workloads
+    from luapipe.errors import LuapipeError
+
+    assert resolve_workloads(["update_token"], batch=10)[0].batch == 10
+    with pytest.raises(LuapipeError, match="--batch applies to the built-in workloads"):
+        resolve_workloads(["reserve_stock"], batch=10)

@@ -448,7 +448,13 @@ def _finish(
 @click.option("--warmup", type=float, default=0.3, show_default=True, help="discarded s per form")
 @click.option("--rounds", type=int, default=4, show_default=True, help="ABAB rounds per form")
 @click.option("--contention", default="spread", show_default=True, help="hot | spread | zipf:S")
-@click.option("--batch", type=int, default=1, show_default=True, help="ops per call (ping)")
+@click.option(
+    "--batch",
+    type=int,
+    default=1,
+    show_default=True,
+    help="ops per call: ping and update_token only",
+)
 @click.option("--rate", type=float, help="open loop: total calls per second")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")

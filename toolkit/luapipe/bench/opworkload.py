@@ -174,6 +174,11 @@ def resolve_workloads(
                     f"unknown operation {name!r}: not a file, not built in "
                     f"({', '.join(BUILTINS)}), not in the catalogue ({', '.join(known)})"
                 )
+            if batch > 1:
+                raise LuapipeError(
+                    f"--batch applies to the built-in workloads ({', '.join(BUILTINS)}); "
+                    f"{name}: generated operations run one operation per call"
+                )
             from luapipe.spec import load_operation
 
             out.append(OperationWorkload(load_operation(path), contention=contention, seed=seed))
