@@ -201,9 +201,16 @@ def test_oversized_argument_is_refused_and_nothing_runs(r: redis.Redis) -> None:
 
 
 def test_batch_for_a_generated_operation_is_refused_not_ignored() -> None:
+    """--batch now batches generated operations (tests/test_bench_batch.py); it is refused,
+    not ignored, only on a cluster, where a batch's calls live on several nodes."""
     from luapipe.bench.opworkload import resolve_workloads
     from luapipe.errors import LuapipeError
 
     assert resolve_workloads(["update_token"], batch=10)[0].batch == 10
-    with pytest.raises(LuapipeError, match="--batch applies to the built-in workloads"):
-        resolve_workloads(["reserve_stock"], batch=10)
+    (w,) = resolve_workloads(["reserve_stock"], batch=10)
+    assert w.batch == 10 and w.describe()["batch"] == 10
+    cluster_client = redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster)
+    with pytest.raises(LuapipeError, match="--batch is not available on a cluster"):
+        w.op_fn(cluster_client, "script", 0, 1)
+    with pytest.raises(LuapipeError, match="--batch is not available on a cluster"):
+        w.cluster_skips(cluster_client)

@@ -453,7 +453,7 @@ def _finish(
     type=int,
     default=1,
     show_default=True,
-    help="ops per call: ping and update_token only",
+    help="ops per call (one server): N operations batched as each form allows",
 )
 @click.option("--rate", type=float, help="open loop: total calls per second")
 @click.option("--seed", type=int, default=1, show_default=True)

@@ -5,6 +5,12 @@ the operation spec, each in its own key namespace. Contention picks which case a
 touches: ``hot`` (every client on one case: WATCH conflicts, lost updates), ``spread``
 (uniform over the pool) or ``zipf:S``. The invariant is checked on every case after a slice:
 a boolean must still hold, a number must be conserved.
+
+With ``batch`` N > 1 one call is N operations on N picks of the contention policy, sent as
+:func:`luapipe.bench.batching.run_batch` does: naive and transaction one after another,
+pipelined and function in lockstep (pipelined batches are not atomic across operations: N
+read-compute-writes on one key race), script as N EVALSHA in one pipeline. A single server
+only (refused on a cluster).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 import redis
 
+from luapipe.bench.batching import CLUSTER_REFUSAL, first_error, run_batch
 from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload, Workload
 from luapipe.cluster import is_cluster
 from luapipe.clusterforms import invariant_of, run_op
@@ -90,6 +97,7 @@ class OperationWorkload:
             "description": str(self.op.description),
             "contention": self.contention,
             "cases": self.pool if self.contention != "hot" else 1,
+            "batch": self.batch,
             "lua": str(self.op.lua_source),
         }
 
@@ -113,6 +121,8 @@ class OperationWorkload:
 
     def cluster_skips(self, client: Any) -> dict[str, str]:
         """``{form: reason}`` for the forms that cannot run with these cases' keys."""
+        if self.batch > 1:  # the runner asks this first on a cluster: refuse before running
+            raise LuapipeError(f"{self.name}: {CLUSTER_REFUSAL}")
         if not self.cases:
             self.reset(client)
         return skipped_forms(
@@ -127,6 +137,21 @@ class OperationWorkload:
         chooser = KeyChooser(self.contention, len(self.cases))
         calls = [(c.keys_dict, c.args_dict) for c in self.cases]
         run = self.op.run_detailed
+        n = max(1, self.batch)
+        if n > 1:
+            if is_cluster(client):
+                raise LuapipeError(f"{self.name}: {CLUSTER_REFUSAL}")
+            op = self.op
+
+            def many(i: int) -> int:
+                picked = [calls[chooser.pick(rng)] for _ in range(n)]
+                outcomes = run_batch(op, client, form, picked)
+                error = first_error(outcomes)
+                if error is not None:
+                    raise error
+                return sum(o.retries for o in outcomes)
+
+            return many
         if is_cluster(client):
             op = self.op
 
@@ -151,7 +176,7 @@ class OperationWorkload:
                 bad.append(f"{case.namespace} {now!r} (was {self.baseline.get(i)!r})")
         if bad:
             return False, f"invariant broken in {len(bad)} of {len(self.cases)} cases: {bad[0]}"
-        return True, f"invariant held in {len(self.cases)} cases"
+        return True, f"invariant held in {len(self.cases)} cases ({ops_done} ops)"
 
 
 def resolve_workloads(
@@ -174,12 +199,8 @@ def resolve_workloads(
                     f"unknown operation {name!r}: not a file, not built in "
                     f"({', '.join(BUILTINS)}), not in the catalogue ({', '.join(known)})"
                 )
-            if batch > 1:
-                raise LuapipeError(
-                    f"--batch applies to the built-in workloads ({', '.join(BUILTINS)}); "
-                    f"{name}: generated operations run one operation per call"
-                )
             from luapipe.spec import load_operation
 
-            out.append(OperationWorkload(load_operation(path), contention=contention, seed=seed))
+            op = load_operation(path)
+            out.append(OperationWorkload(op, contention=contention, seed=seed, batch=batch))
     return out
