@@ -35,8 +35,11 @@ BUILTINS = ("ping", "update_token")
 
 
 def catalogue_dir() -> Path:
-    """``examples/operations`` of this checkout (the built-in catalogue)."""
-    return Path(__file__).resolve().parents[3] / "examples" / "operations"
+    """The built-in catalogue: ``luapipe/catalogue`` in an installed wheel, else
+    ``examples/operations`` of this checkout."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "catalogue"
+    return installed if installed.is_dir() else package.parents[1] / "examples" / "operations"
 
 
 @dataclass(frozen=True)
