@@ -163,6 +163,14 @@ def test_cli_detects_the_cluster(
     assert {d["node"] for d in drift} == {replica.name}
 
 
+def test_cluster_flag_forces_the_client_kind(cluster: EmbeddedCluster) -> None:
+    status = ["scripts", "status", "--dir", str(SCRIPTS_DIR), "--url", cluster.url, "--json"]
+    detected = CliRunner().invoke(main, status)
+    single = CliRunner().invoke(main, ["--no-cluster", *status])
+    assert len(json.loads(detected.output)) == 6  # every node
+    assert len(json.loads(single.output)) == 1  # only the node named in the URL
+
+
 def test_failover_keeps_calls_working_and_nothing_runs_twice(
     rc: redis.cluster.RedisCluster, reg: ScriptRegistry, cluster: EmbeddedCluster
 ) -> None:

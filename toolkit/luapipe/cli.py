@@ -57,8 +57,15 @@ def emit_json(data: Any) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="luapipe")
-def main() -> None:
+@click.option(
+    "--cluster/--no-cluster",
+    default=None,
+    help="Treat --url as a Redis Cluster node, or as a single server [default: ask it].",
+)
+@click.pass_context
+def main(ctx: click.Context, cluster: bool | None) -> None:
     """luapipe: Redis Lua scripts vs pipelines: deploy, generate, verify and benchmark."""
+    ctx.meta["luapipe.cluster"] = cluster
 
 
 # === script commands (scripts, deploy) ===
@@ -72,7 +79,9 @@ def _registry(directory: str | None) -> ScriptRegistry:
 
 
 def _client(url: str | None) -> redis.Redis:
-    return client_from_url(resolve_url(url))
+    ctx = click.get_current_context(silent=True)
+    cluster = ctx.meta.get("luapipe.cluster") if ctx is not None else None
+    return client_from_url(resolve_url(url), cluster=cluster)
 
 
 dir_option = click.option(
