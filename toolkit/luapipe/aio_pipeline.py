@@ -24,10 +24,8 @@ from redis.commands.core import AsyncCoreCommands
 
 from luapipe.aio import require_async_client, run_plan
 from luapipe.aio_transport import async_session
-from luapipe.core import Entry, Plan, ScriptCall
-from luapipe.errors import CallArgumentError, LuapipeError
-from luapipe.script import Value
-from luapipe.transport import Command
+from luapipe.core import EntryQueue, Plan, exec_item, raise_first
+from luapipe.errors import CallArgumentError
 
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
@@ -35,44 +33,18 @@ if TYPE_CHECKING:
 __all__ = ["AsyncScriptPipeline"]
 
 
-class AsyncScriptPipeline(AsyncCoreCommands):
+# redis-py's own async command mixins disagree on command_info's signature; mypy only
+# notices once a class has a second base. Nothing here touches command_info.
+class AsyncScriptPipeline(EntryQueue, AsyncCoreCommands):  # type: ignore[misc]
     """Queue script calls (:meth:`call`) and redis-py commands; ``await execute()``."""
 
     def __init__(self, registry: ScriptRegistry, client: Any, *, transaction: bool = False) -> None:
         require_async_client(client, "AsyncScriptPipeline", "reg.pipeline(client) with `with`")
-        self.registry = registry
-        self.client = client
-        self.transaction = transaction
-        self._entries: list[Entry] = []
-        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
-        #: round trips and NOSCRIPT re-sends of the last execute (summed over cluster nodes)
-        self.last_round_trips = 0
-        self.last_reloads = 0
-
-    def call(self, name: str, keys: Any = (), args: Any = ()) -> AsyncScriptPipeline:
-        """Queue a script call; counts are checked now, before anything is sent."""
-        script = self.registry[name]
-        keys_t: tuple[Value, ...] = tuple(keys)
-        args_t: tuple[Value, ...] = tuple(args)
-        script.check_call(keys_t, args_t)
-        self._entries.append(ScriptCall(script, keys_t, args_t))
-        return self
-
-    def execute_command(self, *args: Any, **options: Any) -> AsyncScriptPipeline:
-        """What every redis-py command method calls: queue it with its parse options."""
-        self._entries.append(Command(tuple(args), dict(options), parse=True))
-        return self
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        """Drop everything queued (``reset`` is the Redis RESET command here)."""
-        self._entries = []
+        super().__init__(registry, client, transaction=transaction)
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Send everything queued; results in queue order (errors raised or in their slots)."""
-        entries, self._entries = self._entries, []
+        entries = self._take()
         if not entries:
             return []
         if isinstance(self.client, RedisCluster):
@@ -89,23 +61,13 @@ class AsyncScriptPipeline(AsyncCoreCommands):
                 self.last_reloads = plan.reloads
             results = plan.results
         if self.transaction:
-            results = [await self._callback(e, r) for e, r in zip(entries, results, strict=True)]
+            results = [
+                await _awaited(exec_item(self.client, e, r))
+                for e, r in zip(entries, results, strict=True)
+            ]
         if raise_on_error:
-            for r in results:
-                if isinstance(r, LuapipeError):
-                    raise r
+            raise_first(results)
         return results
-
-    async def _callback(self, entry: Entry, reply: Any) -> Any:
-        """redis-py's response callback for a command's EXEC item (MULTI replies are raw)."""
-        if not isinstance(entry, Command) or isinstance(reply, LuapipeError):
-            return reply
-        callback = self.client.response_callbacks.get(entry.name)
-        if callback is None:
-            return reply
-        options = {k: v for k, v in entry.options.items() if k != "keys"}
-        value = callback(reply, **options)
-        return await value if inspect.isawaitable(value) else value
 
     async def __aenter__(self) -> AsyncScriptPipeline:
         return self
@@ -126,3 +88,7 @@ class AsyncScriptPipeline(AsyncCoreCommands):
 
     def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
         return None
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value

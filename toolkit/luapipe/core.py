@@ -25,7 +25,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from redis.exceptions import ResponseError
 
@@ -38,14 +38,20 @@ from luapipe.errors import (
     translate,
 )
 from luapipe.script import LuaScript, Value
-from luapipe.transport import Command, ReplyError
+from luapipe.transport import Command, ReplyError, full_error_text
+
+if TYPE_CHECKING:
+    from luapipe.registry import ScriptRegistry
 
 __all__ = [
+    "EntryQueue",
     "KnownScripts",
-    "Redirect",
     "Plan",
+    "Redirect",
     "ScriptCall",
+    "exec_item",
     "parse_lua_error",
+    "raise_first",
     "script_error",
     "script_result",
 ]
@@ -270,20 +276,76 @@ class Plan:
             return
         for i, (entry, reply) in enumerate(zip(self.entries, exec_reply, strict=True)):
             if isinstance(reply, BaseException):
-                reply = ReplyError(_full_text(reply))
+                reply = ReplyError(full_error_text(reply))
             if isinstance(entry, ScriptCall):
                 self.results[i] = script_result(entry.script, reply)
             else:
                 self.results[i] = _command_result(reply)
 
 
-def _full_text(exc: BaseException) -> str:
-    from luapipe.transport import full_error_text
-
-    return full_error_text(exc)
-
-
 def _command_result(reply: Any) -> Any:
     if isinstance(reply, ReplyError):
         return translate(ResponseError(reply.text))
     return reply
+
+
+class EntryQueue:
+    """The queueing half of the sync and async pipelines: script calls are checked as they
+    are queued (before anything is sent); every redis-py command method lands in
+    :meth:`execute_command` and is queued with its parse options."""
+
+    def __init__(self, registry: ScriptRegistry, client: Any, *, transaction: bool) -> None:
+        self.registry = registry
+        self.client = client
+        self.transaction = transaction
+        self._entries: list[Entry] = []
+        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
+        #: round trips and NOSCRIPT re-sends of the last execute (summed over cluster nodes)
+        self.last_round_trips = 0
+        self.last_reloads = 0
+
+    def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
+        """Queue a script call; counts are checked now, before anything is sent."""
+        script = self.registry[name]
+        keys_t: tuple[Value, ...] = tuple(keys)
+        args_t: tuple[Value, ...] = tuple(args)
+        script.check_call(keys_t, args_t)
+        self._entries.append(ScriptCall(script, keys_t, args_t))
+        return self
+
+    def execute_command(self, *args: Any, **options: Any) -> Self:
+        """What every redis-py command method calls: queue it with its parse options."""
+        self._entries.append(Command(tuple(args), dict(options), parse=True))
+        return self
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Drop everything queued (``reset`` is the Redis RESET command here)."""
+        self._entries = []
+
+    def _take(self) -> list[Entry]:
+        """The queued entries, leaving the queue empty for the next batch."""
+        entries, self._entries = self._entries, []
+        self.last_round_trips = self.last_reloads = 0
+        return entries
+
+
+def raise_first(results: Sequence[Any]) -> None:
+    """Raise the first luapipe error among ``results`` (after the whole batch ran)."""
+    for r in results:
+        if isinstance(r, LuapipeError):
+            raise r
+
+
+def exec_item(client: Any, entry: Entry, reply: Any) -> Any:
+    """redis-py's response callback applied to a command's item of EXEC's array (replies
+    inside MULTI are QUEUED, so callbacks wait until EXEC). May be awaitable (asyncio)."""
+    if not isinstance(entry, Command) or isinstance(reply, LuapipeError):
+        return reply
+    callback = client.response_callbacks.get(entry.name)
+    if callback is None:
+        return reply
+    options = {k: v for k, v in entry.options.items() if k != "keys"}
+    return callback(reply, **options)

@@ -24,16 +24,14 @@ import redis
 from redis.commands.core import CoreCommands
 
 from luapipe import cluster, transport
-from luapipe.core import Entry, Redirect, ScriptCall
+from luapipe.core import Entry, EntryQueue, Redirect, ScriptCall, exec_item, raise_first
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
     CrossSlotError,
-    LuapipeError,
     ServerError,
 )
 from luapipe.registry import CLUSTER_HINT, REDIRECT_ATTEMPTS, refresh_later
-from luapipe.script import Value
 
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
@@ -41,41 +39,13 @@ if TYPE_CHECKING:
 __all__ = ["ScriptPipeline"]
 
 
-class ScriptPipeline(CoreCommands):
+class ScriptPipeline(EntryQueue, CoreCommands):
     """Queue script calls (:meth:`call`) and redis-py commands; :meth:`execute` sends them."""
 
     def __init__(
         self, registry: ScriptRegistry, client: redis.Redis, *, transaction: bool = False
     ) -> None:
-        self.registry = registry
-        self.client = client
-        self.transaction = transaction
-        self._entries: list[Entry] = []
-        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
-        #: round trips and NOSCRIPT re-sends of the last execute (for tests and the bench)
-        self.last_round_trips = 0
-        self.last_reloads = 0
-
-    def call(self, name: str, keys: Any = (), args: Any = ()) -> ScriptPipeline:
-        """Queue a script call; counts are checked now, before anything is sent."""
-        script = self.registry[name]
-        keys_t: tuple[Value, ...] = tuple(keys)
-        args_t: tuple[Value, ...] = tuple(args)
-        script.check_call(keys_t, args_t)
-        self._entries.append(ScriptCall(script, keys_t, args_t))
-        return self
-
-    def execute_command(self, *args: Any, **options: Any) -> ScriptPipeline:
-        """What every redis-py command method calls: queue it with its parse options."""
-        self._entries.append(transport.Command(tuple(args), dict(options), parse=True))
-        return self
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        """Drop everything queued (``reset`` is the Redis RESET command here)."""
-        self._entries = []
+        super().__init__(registry, client, transaction=transaction)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Send everything queued; results in queue order (errors raised or in their slots).
@@ -84,8 +54,7 @@ class ScriptPipeline(CoreCommands):
         node in steady state; entries answered with a redirect (they did not run) are routed
         again after the slot map is refreshed.
         """
-        entries, self._entries = self._entries, []
-        self.last_round_trips = self.last_reloads = 0
+        entries = self._take()
         if not entries:
             return []
         if cluster.is_cluster(self.client):
@@ -99,9 +68,7 @@ class ScriptPipeline(CoreCommands):
                 for r in results
             ]
         if raise_on_error:
-            for r in results:
-                if isinstance(r, LuapipeError):
-                    raise r
+            raise_first(results)
         return results
 
     def _execute_node(self, client: redis.Redis, entries: list[Entry]) -> list[Any]:
@@ -114,7 +81,7 @@ class ScriptPipeline(CoreCommands):
             self.last_reloads += plan.reloads
         results = plan.results
         if self.transaction:
-            results = [_callback(client, e, r) for e, r in zip(entries, results, strict=True)]
+            results = [exec_item(client, e, r) for e, r in zip(entries, results, strict=True)]
         return results
 
     def _slot(self, entry: Entry) -> int | None:
@@ -173,14 +140,3 @@ class ScriptPipeline(CoreCommands):
         tb: TracebackType | None,
     ) -> None:
         self.clear()
-
-
-def _callback(client: redis.Redis, entry: Entry, reply: Any) -> Any:
-    """redis-py's response callback for a command's reply inside EXEC's array."""
-    if not isinstance(entry, transport.Command) or isinstance(reply, LuapipeError):
-        return reply
-    callback = client.response_callbacks.get(entry.name)  # type: ignore[no-untyped-call]
-    if callback is None:
-        return reply
-    options = {k: v for k, v in entry.options.items() if k != "keys"}
-    return callback(reply, **options)
