@@ -161,8 +161,7 @@ async def call_async(
     try:
         return await call_on(registry, s, call)
     finally:
-        if s.pending or s.broken:
-            await conn.disconnect(nowait=True)
+        await s.close_if_dirty()
         await pool.release(conn)
 
 

@@ -65,8 +65,7 @@ class node_session:  # lower case: used like a function
     ) -> None:
         s = self._session
         try:
-            if s.pending or s.broken:
-                await s.conn.disconnect(nowait=True)
+            await s.close_if_dirty()
         finally:
             self._node.release(s.conn)
 

@@ -137,6 +137,12 @@ class AsyncSession:
         self.broken = True
         await self.conn.disconnect(nowait=True)
 
+    async def close_if_dirty(self) -> None:
+        """Before the connection goes back: replies may be unread or a WATCH pending, so a
+        socket in that state is closed, never reused as it is."""
+        if self.pending or self.broken:
+            await self.conn.disconnect(nowait=True)
+
     async def _cancelled(self, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
             exc.add_note(
@@ -258,9 +264,7 @@ class async_session:  # lower case: used like a function, ``async with async_ses
     ) -> None:
         s = self._session
         try:
-            if s.pending or s.broken:
-                # Replies may be unread or a WATCH pending: never reuse this socket as it is.
-                await s.conn.disconnect(nowait=True)
+            await s.close_if_dirty()
         finally:
             if self._lock is not None:
                 self._lock.release()
