@@ -10,7 +10,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from luapipe.bench.server import EmbeddedRedis
+from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 from luapipe.errors import ConnectionFailed, OutcomeUnknown, ServerError
 from luapipe.registry import ScriptRegistry
@@ -56,9 +56,9 @@ class Flusher(threading.Thread):
 
 
 def test_flush_storm_every_call_runs_exactly_once(
-    r: redis.Redis, reg: ScriptRegistry, redis_server: object
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
 ) -> None:
-    url = redis_server.url  # type: ignore[attr-defined]
+    url = redis_server.url
     flusher = Flusher(url)
     flusher.start()
     made = {"single": 0, "pipeline": 0, "transaction": 0}
@@ -129,9 +129,9 @@ def test_restart_mid_run_nothing_runs_twice(reg: ScriptRegistry) -> None:
 
 
 def test_read_only_runaway_script_is_killed_through_luapipe(
-    r: redis.Redis, reg: ScriptRegistry, redis_server: object
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
 ) -> None:
-    url = redis_server.url  # type: ignore[attr-defined]
+    url = redis_server.url
     r.config_set("busy-reply-threshold", 100)
     reg.load(r)
     errors: list[Exception] = []
@@ -154,9 +154,9 @@ def test_read_only_runaway_script_is_killed_through_luapipe(
 
 
 def test_writing_runaway_script_is_reported_unkillable(
-    r: redis.Redis, reg: ScriptRegistry, redis_server: object
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
 ) -> None:
-    url = redis_server.url  # type: ignore[attr-defined]
+    url = redis_server.url
     r.config_set("busy-reply-threshold", 100)
     reg.load(r)
     t = threading.Thread(

@@ -8,17 +8,19 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from luapipe.errors import ScriptSyntaxError
 from luapipe.script import LuaScript
 
-__all__ = ["LintIssue", "compile_check", "lint_scripts"]
+__all__ = ["LintIssue", "compile_check", "lint_scripts", "luac_available"]
 
 _LINE_RE = re.compile(r"user_script:(\d+):\s*(.*)")
 _SETGLOBAL_RE = re.compile(r"\[(\d+)\]\s+SETGLOBAL\s+\S+\s+\S+\s+;\s+(\S+)")
@@ -44,21 +46,17 @@ def _compilable(source: str) -> str:
     return source
 
 
-_runtime: object | None = None
+@functools.cache
+def _loadstring() -> Any:
+    """Lua 5.1's ``loadstring`` (Redis runs Lua 5.1), created once."""
+    from lupa import lua51
 
-
-def _loadstring() -> object:
-    global _runtime
-    if _runtime is None:
-        from lupa import lua51
-
-        _runtime = lua51.LuaRuntime(register_eval=False).eval("loadstring")
-    return _runtime
+    return lua51.LuaRuntime(register_eval=False).eval("loadstring")
 
 
 def compile_error(script: LuaScript) -> tuple[int, str] | None:
     """``(line, message)`` of the first compile error, or None."""
-    result = _loadstring()(_compilable(script.source), "=user_script")  # type: ignore[operator]
+    result = _loadstring()(_compilable(script.source), "=user_script")
     if isinstance(result, tuple) and len(result) > 1 and result[0] is None:
         m = _LINE_RE.search(str(result[1]))
         return (int(m[1]), m[2]) if m else (1, str(result[1]))
@@ -125,6 +123,3 @@ def lint_scripts(scripts: Iterable[LuaScript]) -> list[LintIssue]:
 
 def luac_available() -> bool:
     return shutil.which("luac5.1") is not None
-
-
-__all__ += ["luac_available"]

@@ -36,6 +36,7 @@ __all__ = [
     "address_of",
     "execute",
     "full_error_text",
+    "raise_for",
     "session",
 ]
 
@@ -286,6 +287,3 @@ def raise_for(reply: Any) -> Any:
     if isinstance(reply, ReplyError):
         raise translate(rex.ResponseError(reply.text))
     return reply
-
-
-__all__ += ["raise_for"]

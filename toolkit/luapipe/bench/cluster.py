@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from types import TracebackType
 
 import redis
@@ -68,7 +69,7 @@ class EmbeddedCluster:
                     ],
                     directory=f"{self.directory}/n{i}",
                 )
-                _mkdir(node.directory)
+                Path(node.directory).mkdir(parents=True, exist_ok=True)
                 node.start()
                 self.nodes.append(node)
             addresses = [f"127.0.0.1:{p}" for p in self.ports]
@@ -112,9 +113,6 @@ class EmbeddedCluster:
     def client(self, **kwargs: object) -> redis.cluster.RedisCluster:
         return redis.cluster.RedisCluster(host="127.0.0.1", port=self.ports[0], **kwargs)  # type: ignore[arg-type]
 
-    def node_client(self, port: int) -> redis.Redis:
-        return redis.Redis(port=port)
-
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
@@ -131,9 +129,3 @@ class EmbeddedCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def _mkdir(path: str) -> None:
-    import os
-
-    os.makedirs(path, exist_ok=True)

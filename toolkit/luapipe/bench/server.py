@@ -156,12 +156,10 @@ class EmbeddedRedis:
         if self._proc is not None:
             _terminate(self._proc)
             self._proc = None
-        port = self.port
-        for _ in range(100):  # the old socket may linger a moment
+        for _ in range(100):  # the old socket may linger a moment (self.port is kept)
             try:
                 return self.start()
             except EnvironmentProblem:
-                self.port = port
                 time.sleep(0.05)
         return self.start()
 
