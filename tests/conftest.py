@@ -13,8 +13,10 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+import redis.cluster
 from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 
+from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +88,33 @@ def real_variant(
     client = redis.Redis(connection_pool=pool)
     try:
         yield _fresh(client)
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[EmbeddedCluster]:
+    """A real cluster of 3 primaries, shared by the session (test_cluster.py has its own
+    3+3 cluster, because its failover test changes the topology)."""
+    c = EmbeddedCluster(primaries=3, replicas=0).start()
+    print(f"\ncluster of 3 primaries ready in {c.startup_seconds:.2f} s")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
+    """A client on the shared cluster, every node emptied of keys, scripts and functions."""
+    client = cluster.client()
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    for node in client.get_nodes():
+        conn = client.get_redis_connection(node)
+        conn.script_flush()
+        conn.function_flush()
+    try:
+        yield client
     finally:
         client.close()
 

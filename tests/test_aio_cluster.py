@@ -32,16 +32,6 @@ TWO_KEYS = LuaScript.from_source(
 KEYS = ["a", "b", "c", "d", "e", "f"]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(primaries=3, replicas=0)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 @pytest.fixture
 def sync_nodes(cluster: EmbeddedCluster) -> Iterator[list[redis.Redis]]:
     nodes = [redis.Redis(port=p) for p in cluster.ports]

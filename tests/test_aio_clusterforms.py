@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -27,25 +27,6 @@ Call = tuple[dict[str, Any], dict[str, Any]]
 
 def _op(name: str) -> luapipe.Operation:
     return luapipe.load_operation(f"examples/operations/{name}.toml")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(3, 0).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
-    client = cluster.client()
-    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def arun(cluster: EmbeddedCluster, body: Callable[[acluster.RedisCluster], Awaitable[T]]) -> T:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,27 +26,6 @@ ATOMIC = ("transaction", "script", "function")
 
 def _op(name: str) -> luapipe.Operation:
     return luapipe.load_operation(catalogue_dir() / f"{name}.toml")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(primaries=3, replicas=0)
-    c.start()
-    print(f"\ncluster of 3 primaries ready in {c.startup_seconds:.2f} s")
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
-    client = cluster.client()
-    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def _keys_left(rc: redis.cluster.RedisCluster) -> int:
