@@ -18,20 +18,6 @@ local function _div(a, b)
   if b == 0 then _err('DIVZERO', 'division by zero') end
   return _fk(a / b)
 end
-local function _idiv(a, b)
-  if b == 0 then _err('DIVZERO', 'division by zero') end
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if b > 0 then
-    while r < 0 do q = q - 1; r = r + b end
-    while r >= b do q = q + 1; r = r - b end
-  else
-    while r > 0 do q = q - 1; r = r + b end
-    while r <= b do q = q + 1; r = r - b end
-  end
-  return _ck(q)
-end
-local function _imod(a, b) return _ck(a - _idiv(a, b) * b) end
 local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
 local function _neg(x) return -x end
 local function _fmt(x) return string.format('%.17g', x) end
