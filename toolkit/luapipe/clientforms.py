@@ -208,11 +208,13 @@ def pipelined(plan: Plan, s: transport.Session, env: Env) -> Any:
     return drive(pipelined_steps(plan, env), s)
 
 
-def transaction(plan: Plan, client: redis.Redis, env: Env, max_retries: int) -> RunResult:
+def transaction(
+    plan: Plan, client: redis.Redis, env: Env, max_retries: int, *, asking: bool = False
+) -> RunResult:
     trips = 0
     for attempt in range(max_retries + 1):
         with transport.session(client) as s:
-            ok, ret = drive(transaction_steps(plan, dict(env)), s)
+            ok, ret = drive(transaction_steps(plan, dict(env)), s, asking=asking)
             trips += s.round_trips
         if ok:
             return RunResult(ret, "transaction", trips, attempt)

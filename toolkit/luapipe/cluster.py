@@ -23,6 +23,7 @@ __all__ = [
     "all_nodes",
     "command_slot",
     "is_cluster",
+    "node_by_address",
     "node_client",
     "refresh",
     "slot_of",
@@ -91,6 +92,19 @@ def node_client(client: Any, slot: int | None) -> tuple[str, redis.Redis]:
         else client.nodes_manager.get_node_from_slot(slot, read_from_replicas=False)
     )
     return node.name, client.get_redis_connection(node)
+
+
+def node_by_address(client: Any, address: str) -> tuple[str, redis.Redis] | None:
+    """The node at ``host:port`` (named by an ASK redirect); None if the client does not
+    know it even after re-reading the slot map."""
+    host, _, port = address.rpartition(":")
+    if not is_cluster(client) or not port.isdigit():
+        return None
+    node = client.get_node(host=host, port=int(port))
+    if node is None:
+        refresh(client)
+        node = client.get_node(host=host, port=int(port))
+    return None if node is None else (node.name, client.get_redis_connection(node))
 
 
 def refresh(client: Any) -> None:

@@ -20,9 +20,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from luapipe import clientforms, cluster, serverforms, transport
+from luapipe.core import ask_target
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
+    LuapipeError,
     OutcomeUnknown,
     ScriptRuntimeError,
     ServerError,
@@ -57,6 +59,7 @@ def _backoff(client: Any, attempt: int) -> None:
 
 
 N = TypeVar("N")
+T = TypeVar("T")
 
 
 def _key_of(args: Sequence[Any]) -> Any:
@@ -82,15 +85,28 @@ def group(
     return groups
 
 
-def settle(idx: Sequence[int], out: Sequence[Any], replies: list[Any]) -> list[int]:
+def settle(
+    idx: Sequence[int],
+    out: Sequence[Any],
+    replies: list[Any],
+    asks: dict[int, str] | None = None,
+) -> list[int]:
     """Put one node's replies in their places; the indexes answered with a redirect (they
-    did not run: route them again)."""
+    did not run: route them again). ``asks`` records, per index, the node an ``ASK`` named
+    (send it there next, after ASKING) and forgets it for any other reply."""
     retry: list[int] = []
     for i, reply in zip(idx, out, strict=True):
+        ask = None
         if isinstance(reply, transport.ReplyError) and reply.is_redirect:
             retry.append(i)
+            ask = ask_target(reply.text)
         else:
             replies[i] = reply
+        if asks is not None:
+            if ask is None:
+                asks.pop(i, None)
+            else:
+                asks[i] = ask
     return retry
 
 
@@ -140,24 +156,50 @@ def execute_routed(
     replies: list[Any] = [None] * len(cmds)
     pending = list(range(len(cmds)))
     trips = 0
+    asks: dict[int, str] = {}  # command -> the node an ASK named (its slot is migrating)
     for attempt in range(ATTEMPTS):
-        groups = group(client, cmds, pending, lambda slot: cluster.node_client(client, slot))
+        batches = _asked(client, asks, pending)  # first: it forgets ASKs to unknown nodes
+        routed = [i for i in pending if i not in asks]
+        batches += [
+            (name, node, idx, False)
+            for name, (node, idx) in group(
+                client, cmds, routed, lambda slot: cluster.node_client(client, slot)
+            ).items()
+        ]
         retry: list[int] = []
-        for name, (node, idx) in groups.items():
+        for name, node, idx, asking in batches:
             try:
                 s = held.get(name, node)
                 before = s.round_trips
-                out = s.execute([cmds[i] for i in idx], parse=parse)
+                out = s.execute([cmds[i] for i in idx], parse=parse, asking=asking)
                 trips += s.round_trips - before
             except ConnectionFailed:  # nothing was sent: route again
                 retry.extend(idx)
                 continue
-            retry += settle(idx, out, replies)
+            retry += settle(idx, out, replies, asks)
         if not retry:
             return replies, trips
         pending = sorted(retry)
-        _backoff(client, attempt)
+        if any(i not in asks for i in pending):  # ASK goes on at once; the rest waits for
+            _backoff(client, attempt)  # the new slot map
     raise ServerError(f"no node would take {len(pending)} command(s) after {ATTEMPTS} attempts")
+
+
+def _asked(
+    client: Any, asks: dict[int, str], pending: Sequence[int]
+) -> list[tuple[str, Any, list[int], bool]]:
+    """The pending commands an ASK sent elsewhere, grouped per named node; an ASK naming a
+    node the client cannot find is forgotten (the command is routed by the slot map)."""
+    by_node: dict[str, tuple[Any, list[int]]] = {}
+    for i in pending:
+        if i not in asks:
+            continue
+        found = cluster.node_by_address(client, asks[i])
+        if found is None:
+            del asks[i]
+            continue
+        by_node.setdefault(found[0], (found[1], []))[1].append(i)
+    return [(name, node, idx, True) for name, (node, idx) in by_node.items()]
 
 
 class RoutedSession(transport.Session):
@@ -182,7 +224,11 @@ class RoutedSession(transport.Session):
         self._held.stack.__exit__(*exc)
 
     def execute(
-        self, commands: Sequence[transport.Command | Sequence[Any]], *, parse: bool = False
+        self,
+        commands: Sequence[transport.Command | Sequence[Any]],
+        *,
+        parse: bool = False,
+        asking: bool = False,  # routed per command: each ASK is followed on its own
     ) -> list[Any]:
         raw = [c.args if isinstance(c, transport.Command) else tuple(c) for c in commands]
         if not raw:
@@ -206,23 +252,35 @@ def routed_session(client: Any) -> Iterator[transport.Session]:
             yield s
 
 
-def _node_for(plan: Plan, client: Any, env: Env) -> Any:
-    return cluster.node_client(client, plan_slot(plan, client, env))[1]
+def _redirect_of(exc: LuapipeError) -> str | None:
+    """The redirect reply text inside an error raised for one (the call did not run)."""
+    text = str(exc).split("failed: ", 1)[-1]
+    return text if text.startswith(_REDIRECTS) else None
 
 
-def _function(plan: Plan, client: Any, env: Env) -> Any:
+def _on_slot_node(plan: Plan, client: Any, env: Env, run: Callable[[Any, bool], T]) -> T:
+    """``run(node, asking)`` on the node owning the call's slot, again after a redirect
+    reply (it did not run): at once on the node an ASK names, else after the map is
+    re-read. A call that may have run (:class:`OutcomeUnknown`) is never sent again."""
+    ask: str | None = None
     for attempt in range(ATTEMPTS):
+        asked = cluster.node_by_address(client, ask) if ask is not None else None
+        node = asked or cluster.node_client(client, plan_slot(plan, client, env))
+        ask = None
         try:
-            return serverforms.function(plan, _node_for(plan, client, env), env)
+            return run(node[1], asked is not None)
         except OutcomeUnknown:
             raise
         except ConnectionFailed:  # nothing was sent
             pass
-        except ScriptRuntimeError as exc:  # a redirect reply: the function did not run
-            if not is_redirected(exc):
+        except (ScriptRuntimeError, ServerError) as exc:
+            redirect = _redirect_of(exc)
+            if redirect is None:
                 raise
-        _backoff(client, attempt)
-    raise ServerError(f"no node would take function {plan.function_name!r}")
+            ask = ask_target(redirect)
+        if ask is None:
+            _backoff(client, attempt)
+    raise ServerError(f"no node would take {plan.name!r} after {ATTEMPTS} attempts")
 
 
 def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) -> RunResult:
@@ -230,9 +288,16 @@ def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) 
     if form == "script":
         return RunResult(serverforms.script(plan, client, env), form, 1)
     if form == "function":
-        return RunResult(_function(plan, client, env), form, 1)
+        value = _on_slot_node(
+            plan, client, env, lambda n, asking: serverforms.function(plan, n, env, asking=asking)
+        )
+        return RunResult(value, form, 1)
     if form == "transaction":
-        return clientforms.transaction(plan, _node_for(plan, client, env), env, max_retries)
+
+        def transaction(node: Any, asking: bool) -> RunResult:
+            return clientforms.transaction(plan, node, env, max_retries, asking=asking)
+
+        return _on_slot_node(plan, client, env, transaction)
     runner = {"naive": clientforms.naive, "pipelined": clientforms.pipelined}.get(form)
     if runner is None:
         raise CallArgumentError(

@@ -49,6 +49,7 @@ __all__ = [
     "Plan",
     "Redirect",
     "ScriptCall",
+    "ask_target",
     "exec_item",
     "parse_lua_error",
     "raise_first",
@@ -90,6 +91,18 @@ class ScriptCall:
 
 class Redirect(Exception):
     """A MOVED/ASK/TRYAGAIN/CLUSTERDOWN reply: the request did not run; route it again."""
+
+    @property
+    def ask(self) -> str | None:
+        """``host:port`` of an ``ASK`` reply: send it there once, after ASKING (the slot is
+        being migrated and this key has moved already); None for any other redirect."""
+        return ask_target(str(self))
+
+
+def ask_target(text: str) -> str | None:
+    """``host:port`` named by an ``ASK <slot> <host:port>`` error reply, else None."""
+    words = text.split()
+    return words[2] if len(words) == 3 and words[0] == "ASK" else None
 
 
 def load_command(script: LuaScript) -> Command:
@@ -260,7 +273,15 @@ class Plan:
         exec_reply = replies[-1]
         moved = [q for q in queued if isinstance(q, ReplyError) and q.is_redirect]
         if moved:  # refused at queue time, EXECABORT: nothing ran; route it again
-            self.results = [Redirect(moved[0].text)] * len(self.entries)
+            text = moved[0].text
+            if ask_target(text) is not None and len(moved) < len(queued):
+                # Only some keys have moved: ASKING would let the importing node create the
+                # others afresh beside the originals. Wait for the migration instead.
+                text = f"TRYAGAIN keys of this transaction are split by a slot migration ({text})"
+            self.results = [Redirect(text)] * len(self.entries)
+            return
+        if isinstance(exec_reply, ReplyError) and exec_reply.is_redirect:  # nothing ran
+            self.results = [Redirect(exec_reply.text)] * len(self.entries)  # (TRYAGAIN)
             return
         if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
             errors = [q for q in queued if isinstance(q, ReplyError)]

@@ -71,12 +71,14 @@ class ScriptPipeline(EntryQueue, CoreCommands):
             raise_first(results)
         return results
 
-    def _execute_node(self, client: redis.Redis, entries: list[Entry]) -> list[Any]:
+    def _execute_node(
+        self, client: redis.Redis, entries: list[Entry], *, asking: bool = False
+    ) -> list[Any]:
         with transport.session(client) as s:
             plan = self.registry.plan(entries, s.address, transaction=self.transaction)
             batch = plan.start()
             while batch:
-                batch = plan.feed(s.execute(batch))
+                batch = plan.feed(s.execute(batch, asking=asking))
             self.last_round_trips += s.round_trips
             self.last_reloads += plan.reloads
         results = plan.results
@@ -101,14 +103,16 @@ class ScriptPipeline(EntryQueue, CoreCommands):
             slots = [distinct[0] if distinct else None] * len(entries)
         results: list[Any] = [None] * len(entries)
         pending = list(range(len(entries)))
+        asks: dict[int, str] = {}  # entry -> the node an ASK named (its slot is migrating)
         for attempt in range(REDIRECT_ATTEMPTS):
-            groups: dict[str, tuple[redis.Redis, list[int]]] = {}
+            groups: dict[tuple[str, bool], tuple[redis.Redis, list[int]]] = {}
             for i in pending:
-                name, node = cluster.node_client(self.client, slots[i])
-                groups.setdefault(name, (node, []))[1].append(i)
-            for node, idxs in groups.values():
+                asked = cluster.node_by_address(self.client, asks[i]) if i in asks else None
+                name, node = asked or cluster.node_client(self.client, slots[i])
+                groups.setdefault((name, asked is not None), (node, []))[1].append(i)
+            for (_, asking), (node, idxs) in groups.items():
                 try:
-                    part = self._execute_node(node, [entries[i] for i in idxs])
+                    part = self._execute_node(node, [entries[i] for i in idxs], asking=asking)
                 except ConnectionFailed as exc:  # nothing was sent to that node
                     part = [Redirect(str(exc))] * len(idxs)
                 for i, r in zip(idxs, part, strict=True):
@@ -116,7 +120,9 @@ class ScriptPipeline(EntryQueue, CoreCommands):
             pending = [i for i in pending if isinstance(results[i], Redirect)]
             if not pending:
                 return results
-            refresh_later(self.client, attempt)
+            asks = {i: a for i in pending if (a := results[i].ask) is not None}
+            if len(asks) < len(pending):  # ASK goes on at once; other redirects wait for
+                refresh_later(self.client, attempt)  # the new slot map
         for i in pending:
             results[i] = ServerError(f"no node would take this command: {results[i]}")
         return results

@@ -146,12 +146,13 @@ def encode(cmds: Sequence[Cmd]) -> list[Cmd]:
     return [tuple(enc(x) for x in c) for c in cmds]
 
 
-def drive(steps: Steps[T], s: transport.Session) -> T:
-    """Run ``steps`` on one sync session: each yielded batch is one round trip."""
+def drive(steps: Steps[T], s: transport.Session, *, asking: bool = False) -> T:
+    """Run ``steps`` on one sync session: each yielded batch is one round trip (``asking``:
+    on the node an ASK redirect named, see :meth:`~luapipe.transport.Session.execute`)."""
     try:
         batch = next(steps)
         while True:
-            batch = steps.send(s.execute(batch))
+            batch = steps.send(s.execute(batch, asking=asking))
     except StopIteration as done:
         result: T = done.value
         return result

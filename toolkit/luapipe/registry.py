@@ -267,22 +267,34 @@ class ScriptRegistry:
                 raise ServerError(f"{exc}: this server is a cluster node; {CLUSTER_HINT}") from None
         slot = cluster.slot_of(client, keys)
         last: Exception | None = None
+        ask: str | None = None
         for attempt in range(REDIRECT_ATTEMPTS):
+            asked = cluster.node_by_address(client, ask) if ask is not None else None
+            node = asked or cluster.node_client(client, slot)
             try:
-                return self._call_node(cluster.node_client(client, slot)[1], script, keys, args)
+                return self._call_node(node[1], script, keys, args, asking=asked is not None)
             except (cluster.Redirect, ConnectionFailed) as exc:  # it did not run: safe to retry
                 last = exc
-                refresh_later(client, attempt)
+                ask = exc.ask if isinstance(exc, cluster.Redirect) else None
+                if ask is None:  # ASK: go to the importing node now; else wait for the map
+                    refresh_later(client, attempt)
         raise ServerError(f"no node would take script {name!r} (slot {slot}): {last}")
 
     def _call_node(
-        self, client: redis.Redis, script: LuaScript, keys: Sequence[Value], args: Sequence[Value]
+        self,
+        client: redis.Redis,
+        script: LuaScript,
+        keys: Sequence[Value],
+        args: Sequence[Value],
+        *,
+        asking: bool = False,
     ) -> Any:
         with transport.session(client) as s:
             node = s.address
             if self.known.has(node, script.sha):
                 verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
-                reply = s.send_one((verb, script.sha, len(keys), *keys, *args))
+                cmd = (verb, script.sha, len(keys), *keys, *args)
+                reply = s.execute([cmd], asking=True)[0] if asking else s.send_one(cmd)
                 if reply.__class__ is not transport.ReplyError:
                     return reply
                 if reply.is_redirect:
@@ -292,7 +304,7 @@ class ScriptRegistry:
                 self.known.discard(node, script.sha)
             call = ScriptCall(script, tuple(keys), tuple(args))
             for _ in range(MAX_ROUNDS):  # NOSCRIPT means it did not run: re-sending is safe
-                load_reply, reply = s.execute([load_command(script), call.evalsha()])
+                load_reply, reply = s.execute([load_command(script), call.evalsha()], asking=asking)
                 err = check_loaded(script, load_reply)
                 if err is not None:
                     raise err

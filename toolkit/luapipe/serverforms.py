@@ -77,10 +77,10 @@ def function_steps(plan: Plan, env: Env, address: str) -> Steps[Any]:
     return _function_reply(plan, reply)
 
 
-def function(plan: Plan, client: redis.Redis, env: Env) -> Any:
+def function(plan: Plan, client: redis.Redis, env: Env, *, asking: bool = False) -> Any:
     """FCALL (FCALL_RO); an unknown function is loaded with REPLACE in the same write."""
     with transport.session(client) as s:
-        return drive(function_steps(plan, env, s.address), s)
+        return drive(function_steps(plan, env, s.address), s, asking=asking)
 
 
 _FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_function:\d+\.$")

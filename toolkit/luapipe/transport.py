@@ -38,6 +38,7 @@ __all__ = [
     "full_error_text",
     "raise_for",
     "session",
+    "with_asking",
 ]
 
 NOSCRIPT_TEXT = "NOSCRIPT No matching script"
@@ -100,8 +101,38 @@ def _as_command(cmd: Command | Sequence[Any]) -> Command:
 
 
 def _harmless(cmd: Command) -> bool:
-    """A command whose running alone changes nothing a caller could notice (SCRIPT LOAD)."""
-    return cmd.name == "SCRIPT" and len(cmd.args) > 1 and str(cmd.args[1]).upper() == "LOAD"
+    """A command whose running alone changes nothing a caller could notice (SCRIPT LOAD,
+    ASKING)."""
+    if cmd.name == "ASKING":
+        return True
+    return cmd.name == "SCRIPT" and len(cmd.args) > 1 and _word(cmd.args[1]) == "LOAD"
+
+
+def _word(arg: Any) -> str:
+    return (arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)).upper()
+
+
+ASKING = Command(("ASKING",))
+
+
+def with_asking(cmds: Sequence[Command]) -> tuple[list[Command], list[int]]:
+    """``cmds`` for the node named by an ``ASK`` redirect: each command preceded by ASKING
+    (the server forgets it after one command), except inside MULTI ... EXEC, where the flag
+    set before MULTI holds and an ASKING would be queued. Also returns where the replies of
+    ``cmds`` are in the longer batch."""
+    out: list[Command] = []
+    keep: list[int] = []
+    in_multi = False
+    for c in cmds:
+        if not in_multi:
+            out.append(ASKING)
+        keep.append(len(out))
+        out.append(c)
+        if c.name == "MULTI":
+            in_multi = True
+        elif c.name in ("EXEC", "DISCARD"):
+            in_multi = False
+    return out, keep
 
 
 def _stale(conn: Any, sock: Any) -> bool:
@@ -209,15 +240,29 @@ class Session:
             raise translate(exc, where=self.address, sent=True) from None
 
     def execute(
-        self, commands: Sequence[Command | Sequence[Any]], *, parse: bool = False
+        self,
+        commands: Sequence[Command | Sequence[Any]],
+        *,
+        parse: bool = False,
+        asking: bool = False,
     ) -> list[Any]:
-        """One write, then every reply in order. Error replies are :class:`ReplyError`."""
+        """One write, then every reply in order. Error replies are :class:`ReplyError`.
+
+        ``asking``: this node was named by an ``ASK`` redirect (its slot is being imported);
+        each command is sent after an ASKING, whose replies are left out."""
         cmds = [_as_command(c) for c in commands]
         if not cmds:
             return []
         whole = (cmds[0].name == "MULTI" and cmds[-1].name == "EXEC") or all(
             _harmless(c) for c in cmds[:-1]
         )
+        if asking:
+            cmds, keep = with_asking(cmds)
+            replies = self._write_read(cmds, parse, whole)
+            return [replies[i] for i in keep]
+        return self._write_read(cmds, parse, whole)
+
+    def _write_read(self, cmds: list[Command], parse: bool, whole: bool) -> list[Any]:
         self._send(self.conn.pack_commands([c.args for c in cmds]), all_or_nothing=whole)
         replies: list[Any] = []
         try:
