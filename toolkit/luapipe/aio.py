@@ -26,7 +26,7 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
 from luapipe.aio_transport import AsyncSession, acquire, async_session
-from luapipe.core import Plan, ScriptCall, check_loaded, script_error
+from luapipe.core import Plan, ScriptCall, ask_target, check_loaded, script_error
 from luapipe.errors import CallArgumentError, LuapipeError
 from luapipe.registry import NodeStatus, ScriptState
 from luapipe.script import Value
@@ -80,7 +80,14 @@ def require_sync_client(client: object, what: str, async_hint: str) -> None:
 # -- one node -------------------------------------------------------------------------------
 class Moved(LuapipeError):
     """A cluster redirect (MOVED, ASK, TRYAGAIN, CLUSTERDOWN): the command did not run on
-    this node; cluster routing refreshes the slot map and sends it again."""
+    this node; cluster routing refreshes the slot map and sends it again (after an ASK, it
+    sends it at once to the node named, after ASKING)."""
+
+    @property
+    def ask(self) -> str | None:
+        """``host:port`` of an ``ASK`` reply (the key's slot is being migrated and this key
+        has moved already); None for any other redirect."""
+        return ask_target(str(self))
 
 
 def _check_moved(reply: Any) -> None:
@@ -88,15 +95,18 @@ def _check_moved(reply: Any) -> None:
         raise Moved(reply.text)
 
 
-async def run_plan(plan: Plan, s: AsyncSession, *, redirects: bool = False) -> Plan:
+async def run_plan(
+    plan: Plan, s: AsyncSession, *, redirects: bool = False, asking: bool = False
+) -> Plan:
     """Drive ``plan`` on one connection: each batch in one round trip until it is done.
 
     With ``redirects`` a redirect reply raises :class:`Moved` before the plan sees it
     (nothing of that command ran; the caller re-routes). Only for single-call plans.
+    ``asking``: the node was named by an ASK redirect; every batch goes after ASKING.
     """
     batch = plan.start()
     while batch:
-        replies = await s.execute(batch)
+        replies = await s.execute(batch, asking=asking)
         if redirects:
             for reply in replies:
                 _check_moved(reply)
@@ -104,21 +114,27 @@ async def run_plan(plan: Plan, s: AsyncSession, *, redirects: bool = False) -> P
     return plan
 
 
-async def call_on(registry: ScriptRegistry, s: AsyncSession, call: ScriptCall) -> Any:
-    """One script call on one connection: EVALSHA, or load + EVALSHA via the shared Plan."""
+async def call_on(
+    registry: ScriptRegistry, s: AsyncSession, call: ScriptCall, *, asking: bool = False
+) -> Any:
+    """One script call on one connection: EVALSHA, or load + EVALSHA via the shared Plan.
+
+    ``asking``: ``s`` is the node an ASK redirect named; the call is sent after ASKING."""
     script = call.script
     node = s.address
     if registry.known.has(node, script.sha):
         keys, args = call.keys, call.args
         verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
-        reply = await s.send_one((verb, script.sha, len(keys), *keys, *args))
+        cmd = (verb, script.sha, len(keys), *keys, *args)
+        reply = (await s.execute([cmd], asking=True))[0] if asking else await s.send_one(cmd)
         if reply.__class__ is not ReplyError:
             return reply
         if not reply.is_noscript:
             _check_moved(reply)
             raise script_error(script, reply.text)
         registry.known.discard(node, script.sha)
-    plan = await run_plan(registry.plan([call], node, transaction=False), s, redirects=True)
+    plan = registry.plan([call], node, transaction=False)
+    await run_plan(plan, s, redirects=True, asking=asking)
     return _raise_or_return(plan.results[0])
 
 

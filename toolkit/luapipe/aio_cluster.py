@@ -3,12 +3,16 @@
 - A call goes to the primary that owns its keys' slot (keys in several slots are a
   :class:`CrossSlotError` before anything is sent; a keyless call goes to the default
   node). A redirect (MOVED, TRYAGAIN...) or a refused connection (failover) means it did
-  not run: the slot map is refreshed and the call is sent to the new owner. The script
-  cache is per node, so each node gets its own ``SCRIPT LOAD`` the first time (inline).
+  not run: the slot map is refreshed and the call is sent to the new owner. An ASK (the
+  slot is being migrated and the key has moved already) sends it at once to the node
+  named, after ASKING; the slot map still names the old owner until the migration ends.
+  The script cache is per node, so each node gets its own ``SCRIPT LOAD`` the first time
+  (inline).
 - A pipeline is split per node, each part one :class:`~luapipe.core.Plan` sent
   concurrently; results come back in queue order. A ``transaction=True`` pipeline must
   stay in one slot. Entries answered with a redirect (or a node that refused the
-  connection) did not run: the map is refreshed and only they are sent again.
+  connection) did not run: the map is refreshed and only they are sent again; those
+  answered ASK go to the node named, after ASKING, grouped per node.
 """
 
 from __future__ import annotations
@@ -21,18 +25,17 @@ from typing import TYPE_CHECKING, Any
 import redis.exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from luapipe.aio import Moved, call_on
+from luapipe.aio import Moved, call_on, run_plan
 from luapipe.aio_transport import AsyncSession, open_connection
-from luapipe.core import Entry, ScriptCall
+from luapipe.core import Entry, Redirect, ScriptCall
 from luapipe.errors import ConnectionFailed, CrossSlotError, ServerError, translate
 from luapipe.registry import REDIRECT_ATTEMPTS
 from luapipe.script import Value
-from luapipe.transport import ReplyError
 
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
 
-__all__ = ["cluster_call", "cluster_pipeline", "node_session", "node_sessions"]
+__all__ = ["cluster_call", "cluster_pipeline", "node_by_address", "node_session", "node_sessions"]
 
 
 class node_session:  # lower case: used like a function
@@ -95,27 +98,51 @@ def _node_for(client: RedisCluster, slot: int | None) -> ClusterNode:
     return nodes[0]
 
 
-async def _refresh_later(client: RedisCluster, attempt: int) -> None:
-    """Back off (a failover takes a moment) and re-read the slot map."""
-    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+async def _refresh(client: RedisCluster) -> None:
+    """Re-read the slot map; if a node cannot answer, the next attempt tries again."""
     with contextlib.suppress(rex.RedisError, OSError):  # a node is down mid-failover:
         await client.nodes_manager.initialize()  # the next attempt refreshes again
 
 
+async def _refresh_later(client: RedisCluster, attempt: int) -> None:
+    """Back off (a failover takes a moment) and re-read the slot map."""
+    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+    await _refresh(client)
+
+
+async def node_by_address(client: RedisCluster, address: str) -> ClusterNode | None:
+    """The node at ``host:port`` (named by an ASK redirect); None if the client does not
+    know it even after re-reading the slot map (the twin of
+    :func:`luapipe.cluster.node_by_address`)."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return None
+    node = client.get_node(host=host, port=int(port))
+    if node is None:
+        await _refresh(client)
+        node = client.get_node(host=host, port=int(port))
+    return node
+
+
 async def cluster_call(registry: ScriptRegistry, client: RedisCluster, call: ScriptCall) -> Any:
     """One script call on the node owning its slot; a redirect or a refused connection
-    (it did not run) refreshes the slot map and sends it again."""
+    (it did not run) refreshes the slot map and sends it again. An ASK sends it at once to
+    the node named, after ASKING (the map would name the migrating node again)."""
     await client.initialize()
     slot = _slot_of(client, call.keys, f"script {call.script.name!r}")
     last: Exception | None = None
+    ask: str | None = None
     for attempt in range(REDIRECT_ATTEMPTS):
         try:
-            node = _node_for(client, slot)
+            asked = await node_by_address(client, ask) if ask is not None else None
+            node = asked or _node_for(client, slot)
             async with node_session(client, node) as s:
-                return await call_on(registry, s, call)
+                return await call_on(registry, s, call, asking=asked is not None)
         except (Moved, ConnectionFailed) as exc:  # nothing ran on that node
             last = exc
-            await _refresh_later(client, attempt)
+            ask = exc.ask if isinstance(exc, Moved) else None
+            if ask is None:  # ASK: go to the importing node now; else wait for the map
+                await _refresh_later(client, attempt)
     raise ServerError(f"no node would take script {call.script.name!r} (slot {slot}): {last}")
 
 
@@ -147,64 +174,43 @@ async def cluster_pipeline(
     results: list[Any] = [None] * len(entries)
     totals = [0, 0]
 
-    async def run(node: ClusterNode, indexes: list[int]) -> list[int]:
-        """Run one node's part; the indexes answered with a redirect (they did not run)."""
+    async def run(node: ClusterNode, indexes: list[int], asking: bool) -> None:
+        """Run one node's part; entries answered with a redirect (they did not run) get a
+        :class:`~luapipe.core.Redirect` result."""
         async with node_session(client, node) as s:
-            part = [entries[i] for i in indexes]
-            plan = registry.plan(part, s.address, transaction=transaction)
-            batch = plan.start()
-            first = True
-            redirected: list[int] = []
-            while batch:
-                replies = await s.execute(batch)
-                if first:
-                    redirected = _redirected(replies, len(part), transaction)
-                    first = False
-                batch = plan.feed(replies)
+            plan = registry.plan([entries[i] for i in indexes], s.address, transaction=transaction)
+            await run_plan(plan, s, asking=asking)
             totals[0] += s.round_trips
             totals[1] += plan.reloads
         for i, r in zip(indexes, plan.results, strict=True):
             results[i] = r
-        return [indexes[j] for j in redirected]
 
     pending = list(range(len(entries)))
+    asks: dict[int, str] = {}  # entry -> the node an ASK named (its slot is migrating)
     for attempt in range(REDIRECT_ATTEMPTS):
-        groups: dict[str, tuple[ClusterNode, list[int]]] = {}
+        groups: dict[tuple[str, bool], tuple[ClusterNode, list[int]]] = {}
         for i in pending:
-            node = _node_for(client, slots[i])
-            groups.setdefault(node.name, (node, []))[1].append(i)
+            asked = await node_by_address(client, asks[i]) if i in asks else None
+            node = asked or _node_for(client, slots[i])
+            groups.setdefault((node.name, asked is not None), (node, []))[1].append(i)
         outcomes = await asyncio.gather(
-            *(run(node, idx) for node, idx in groups.values()), return_exceptions=True
+            *(run(node, idx, asking) for (_, asking), (node, idx) in groups.items()),
+            return_exceptions=True,
         )
-        pending = []
         for (_, idx), outcome in zip(groups.values(), outcomes, strict=True):
             if isinstance(outcome, ConnectionFailed):  # nothing was sent to that node
-                pending += idx
+                for i in idx:
+                    results[i] = Redirect(str(outcome))
             elif isinstance(outcome, BaseException):
                 raise outcome
-            else:
-                pending += outcome
+        pending = [i for i in pending if isinstance(results[i], Redirect)]
         if not pending:
             return results, totals[0], totals[1]
-        pending.sort()
-        await _refresh_later(client, attempt)
+        asks = {i: a for i in pending if (a := results[i].ask) is not None}
+        if len(asks) < len(pending):  # ASK goes on at once; other redirects wait for
+            await _refresh_later(client, attempt)  # the new slot map
     for i in pending:
         results[i] = ServerError(
             f"redirected or refused {REDIRECT_ATTEMPTS} times; it did not run (slot {slots[i]})"
         )
     return results, totals[0], totals[1]
-
-
-def _redirected(replies: list[Any], entries: int, transaction: bool) -> list[int]:
-    """Positions (in the part) of entries the first batch's replies redirected.
-
-    Non-transactional: the entries are the last ``entries`` wire commands (inline SCRIPT
-    LOADs come first). Transactional: a redirect while queueing aborts EXEC (EXECABORT),
-    so nothing ran and the whole part is re-routed.
-    """
-    if transaction:
-        queued = replies[1:-1]
-        hit = any(isinstance(r, ReplyError) and r.is_redirect for r in queued)
-        return list(range(entries)) if hit else []
-    tail = replies[len(replies) - entries :]
-    return [j for j, r in enumerate(tail) if isinstance(r, ReplyError) and r.is_redirect]

@@ -9,7 +9,8 @@ sending is async (:mod:`luapipe.aio_cluster` node sessions):
   whose keys live on several nodes is one round trip per node (sent concurrently), replies
   put back in the caller's order. Commands answered MOVED/ASK/TRYAGAIN/CLUSTERDOWN, or
   whose node refused the connection, did not run: the slot map is re-read and only they are
-  sent again. Anything that may have run is never re-sent
+  sent again; those answered ASK (their slot is being migrated) go at once to the node
+  named, after ASKING. Anything that may have run is never re-sent
   (:class:`~luapipe.errors.OutcomeUnknown`).
 - transaction: WATCH/MULTI/EXEC on the node that owns the (one) slot of the declared keys.
 - function: FCALL on the slot's node, the library loaded there on demand.
@@ -30,7 +31,7 @@ from typing import Any
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from luapipe import clientforms, serverforms, transport
-from luapipe.aio_cluster import _node_for, _refresh_later, node_session
+from luapipe.aio_cluster import _node_for, _refresh_later, node_by_address, node_session
 from luapipe.aio_forms import drive_async, transaction_async
 from luapipe.aio_transport import AsyncSession
 from luapipe.clusterforms import ATTEMPTS, group, is_redirected, plan_slot, settle
@@ -51,29 +52,58 @@ def _locate(client: RedisCluster, slot: int | None) -> tuple[str, ClusterNode]:
     return node.name, node
 
 
+Route = tuple[str, bool]  # (node name, asking): one part of a routed batch
+
+
 class _Held:
-    """One held session per node for the length of a routed session."""
+    """One held session per node (and per asking: an ASK part may be sent to a node at the
+    same time as its own commands) for the length of a routed session."""
 
     def __init__(self, client: RedisCluster) -> None:
         self.client = client
         self.stack = contextlib.AsyncExitStack()
-        self.sessions: dict[str, AsyncSession] = {}
+        self.sessions: dict[Route, AsyncSession] = {}
 
-    async def get(self, node: ClusterNode) -> AsyncSession:
-        s = self.sessions.get(node.name)
+    async def get(self, node: ClusterNode, asking: bool) -> AsyncSession:
+        s = self.sessions.get((node.name, asking))
         if s is None or s.broken:
             s = await self.stack.enter_async_context(node_session(self.client, node))
-            self.sessions[node.name] = s
+            self.sessions[node.name, asking] = s
         return s
 
     async def send(
-        self, node: ClusterNode, cmds: list[tuple[Any, ...]], parse: bool
+        self, node: ClusterNode, cmds: list[tuple[Any, ...]], parse: bool, asking: bool
     ) -> tuple[list[Any], int]:
         """One node's part: (replies, round trips)."""
-        s = await self.get(node)
+        s = await self.get(node, asking)
         before = s.round_trips
-        out = await s.execute(cmds, parse=parse)
+        out = await s.execute(cmds, parse=parse, asking=asking)
         return out, s.round_trips - before
+
+
+async def _route(
+    client: RedisCluster, cmds: list[tuple[Any, ...]], pending: list[int], asks: dict[int, str]
+) -> dict[Route, tuple[ClusterNode, list[int]]]:
+    """The ``pending`` commands grouped per node: those answered ASK (``asks``) to the node
+    named, to be sent after ASKING; the others to the owner of their key's slot. An ASK
+    naming a node the client cannot find is forgotten (routed by the slot map)."""
+    asked: dict[int, ClusterNode] = {}
+    for i in pending:
+        if i not in asks:
+            continue
+        node = await node_by_address(client, asks[i])
+        if node is None:
+            del asks[i]
+        else:
+            asked[i] = node
+    owned = [i for i in pending if i not in asked]
+    groups = group(client, cmds, owned, lambda slot: _locate(client, slot))
+    routes: dict[Route, tuple[ClusterNode, list[int]]] = {
+        (name, False): part for name, part in groups.items()
+    }
+    for i, node in asked.items():
+        routes.setdefault((node.name, True), (node, []))[1].append(i)
+    return routes
 
 
 async def execute_routed_async(
@@ -94,11 +124,15 @@ async def execute_routed_async(
             return await execute_routed_async(client, cmds, parse=parse, held=mine)
     replies: list[Any] = [None] * len(cmds)
     pending = list(range(len(cmds)))
+    asks: dict[int, str] = {}  # command -> the node an ASK named (its slot is migrating)
     trips = 0
     for attempt in range(ATTEMPTS):
-        groups = group(client, cmds, pending, lambda slot: _locate(client, slot))
+        groups = await _route(client, cmds, pending, asks)
         outcomes = await asyncio.gather(
-            *(held.send(node, [cmds[i] for i in idx], parse) for node, idx in groups.values()),
+            *(
+                held.send(node, [cmds[i] for i in idx], parse, asking)
+                for (_, asking), (node, idx) in groups.items()
+            ),
             return_exceptions=True,
         )
         retry: list[int] = []
@@ -111,13 +145,14 @@ async def execute_routed_async(
             else:
                 out, n = outcome
                 trips += n
-                retry += settle(idx, out, replies)
+                retry += settle(idx, out, replies, asks)
         if failure is not None:  # the other nodes' parts ran; nothing is re-sent
             raise failure
         if not retry:
             return replies, trips
         pending = sorted(retry)
-        await _refresh_later(client, attempt)
+        if any(i not in asks for i in pending):  # ASK goes on at once; the rest waits for
+            await _refresh_later(client, attempt)  # the new slot map
     raise ServerError(f"no node would take {len(pending)} command(s) after {ATTEMPTS} attempts")
 
 
@@ -149,8 +184,13 @@ class AsyncRoutedSession(AsyncSession):
         await self._held.stack.__aexit__(exc_type, exc, tb)
 
     async def execute(
-        self, commands: Sequence[transport.Command | Sequence[Any]], *, parse: bool = False
+        self,
+        commands: Sequence[transport.Command | Sequence[Any]],
+        *,
+        parse: bool = False,
+        asking: bool = False,
     ) -> list[Any]:
+        """Routed per command; ``asking`` is unused: an ASK is followed per command."""
         raw = [c.args if isinstance(c, transport.Command) else tuple(c) for c in commands]
         if not raw:
             return []

@@ -25,7 +25,7 @@ import redis.asyncio
 import redis.exceptions as rex
 
 from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
-from luapipe.transport import Command, ReplyError, address_of, full_error_text
+from luapipe.transport import Command, ReplyError, address_of, full_error_text, with_asking
 
 __all__ = ["AsyncSession", "acquire", "async_session", "open_connection"]
 
@@ -173,12 +173,23 @@ class AsyncSession:
         return reply
 
     async def execute(
-        self, commands: Sequence[Command | Sequence[Any]], *, parse: bool = False
+        self,
+        commands: Sequence[Command | Sequence[Any]],
+        *,
+        parse: bool = False,
+        asking: bool = False,
     ) -> list[Any]:
-        """One write, then every reply in order. Error replies are :class:`ReplyError`."""
+        """One write, then every reply in order. Error replies are :class:`ReplyError`.
+
+        ``asking``: this node was named by an ``ASK`` redirect (its slot is being imported);
+        each command is sent after an ASKING (:func:`~luapipe.transport.with_asking`), whose
+        replies are left out."""
         cmds = [_as_command(c) for c in commands]
         if not cmds:
             return []
+        keep: list[int] | None = None
+        if asking:
+            cmds, keep = with_asking(cmds)
         await self._send(self.conn.pack_commands([c.args for c in cmds]))
         replies: list[Any] = []
         try:
@@ -191,7 +202,7 @@ class AsyncSession:
             await self._cancelled(exc)
             raise
         self.pending = False
-        return replies
+        return replies if keep is None else [replies[i] for i in keep]
 
     async def _read(self, cmd: Command, parse: bool) -> Any:
         try:
