@@ -104,3 +104,19 @@ def test_generated_form_follows_ask_per_command(
     assert arun(cluster, body) == [3, 3]
     assert migration.on_target("MGET", MOVED_KEY, NEW_KEY) == [b"12", b"2"]
     assert migration.source.get(STAYED_KEY) == b"22"
+
+
+@pytest.mark.parametrize("form", sync_migration.RATE_LIMIT.forms)
+def test_every_generated_form_follows_ask(
+    migration: Migration, cluster: EmbeddedCluster, form: str
+) -> None:
+    """The async twin of the sync test: each form, on a key A no longer has, runs on B."""
+    key = f"{sync_migration.TAG}:arl:{form}"
+    args = {"limit": 3, "window": 30}
+
+    async def body(a: acluster.RedisCluster) -> list[Any]:
+        op = sync_migration.RATE_LIMIT
+        return [await op.run(a, form, keys={"counter": key}, args=args) for _ in range(2)]
+
+    assert arun(cluster, body) == [[1, 2], [1, 1]]
+    assert migration.on_target("GET", key) == b"2"  # two calls, each ran once, on B

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
@@ -34,7 +34,8 @@ from luapipe import clientforms, serverforms, transport
 from luapipe.aio_cluster import _node_for, _refresh_later, node_by_address, node_session
 from luapipe.aio_forms import drive_async, transaction_async
 from luapipe.aio_transport import AsyncSession
-from luapipe.clusterforms import ATTEMPTS, group, is_redirected, plan_slot, settle
+from luapipe.clusterforms import ATTEMPTS, _redirect_of, group, plan_slot, settle
+from luapipe.core import ask_target
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
@@ -43,6 +44,8 @@ from luapipe.errors import (
     ServerError,
 )
 from luapipe.plan import Env, Plan, RunResult
+
+T = TypeVar("T")
 
 __all__ = ["AsyncRoutedSession", "execute_routed_async", "run_cluster_async"]
 
@@ -202,21 +205,34 @@ class AsyncRoutedSession(AsyncSession):
         return (await self.execute([args]))[0]
 
 
-async def _function(plan: Plan, client: RedisCluster, env: Env) -> Any:
+async def _on_slot_node(
+    plan: Plan,
+    client: RedisCluster,
+    env: Env,
+    run: Callable[[ClusterNode, bool], Awaitable[T]],
+) -> T:
+    """The twin of :func:`luapipe.clusterforms._on_slot_node`: ``run(node, asking)`` on the
+    slot's node, again after a redirect reply (it did not run), at once where an ASK
+    points; never again after :class:`OutcomeUnknown`."""
     slot = plan_slot(plan, client, env)  # CrossSlotError before sending
+    ask: str | None = None
     for attempt in range(ATTEMPTS):
+        asked = await node_by_address(client, ask) if ask is not None else None
+        ask = None
         try:
-            async with node_session(client, _node_for(client, slot)) as s:
-                return await drive_async(serverforms.function_steps(plan, env, s.address), s)
+            return await run(asked or _node_for(client, slot), asked is not None)
         except OutcomeUnknown:
             raise
         except ConnectionFailed:  # nothing was sent
             pass
-        except ScriptRuntimeError as exc:  # a redirect reply: the function did not run
-            if not is_redirected(exc):
+        except (ScriptRuntimeError, ServerError) as exc:
+            redirect = _redirect_of(exc)
+            if redirect is None:
                 raise
-        await _refresh_later(client, attempt)
-    raise ServerError(f"no node would take function {plan.function_name!r}")
+            ask = ask_target(redirect)
+        if ask is None:
+            await _refresh_later(client, attempt)
+    raise ServerError(f"no node would take {plan.name!r} after {ATTEMPTS} attempts")
 
 
 async def run_cluster_async(
@@ -226,10 +242,21 @@ async def run_cluster_async(
     :func:`luapipe.aio_forms.script_async`) on the async cluster ``client``."""
     await client.initialize()
     if form == "function":
-        return RunResult(await _function(plan, client, env), form, 1)
+
+        async def function(node: ClusterNode, asking: bool) -> Any:
+            async with node_session(client, node) as s:
+                steps = serverforms.function_steps(plan, env, s.address)
+                return await drive_async(steps, s, asking=asking)
+
+        return RunResult(await _on_slot_node(plan, client, env, function), form, 1)
     if form == "transaction":
-        node = _node_for(client, plan_slot(plan, client, env))  # CrossSlotError before sending
-        return await transaction_async(plan, lambda: node_session(client, node), env, max_retries)
+
+        async def transaction(node: ClusterNode, asking: bool) -> RunResult:
+            return await transaction_async(
+                plan, lambda: node_session(client, node), env, max_retries, asking=asking
+            )
+
+        return await _on_slot_node(plan, client, env, transaction)
     steps = clientforms.STEPS.get(form)
     if steps is None:
         raise CallArgumentError(f"unknown form {form!r} (naive, pipelined, transaction, function)")

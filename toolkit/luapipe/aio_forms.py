@@ -46,12 +46,13 @@ __all__ = [
 T = TypeVar("T")
 
 
-async def drive_async(steps: Steps[T], s: AsyncSession) -> T:
-    """Run ``steps`` on one async session: each yielded batch is one round trip."""
+async def drive_async(steps: Steps[T], s: AsyncSession, *, asking: bool = False) -> T:
+    """Run ``steps`` on one async session: each yielded batch is one round trip (``asking``:
+    on the node an ASK redirect named)."""
     try:
         batch = next(steps)
         while True:
-            batch = steps.send(await s.execute(batch))
+            batch = steps.send(await s.execute(batch, asking=asking))
     except StopIteration as done:
         result: T = done.value
         return result
@@ -100,13 +101,16 @@ async def transaction_async(
     open_session: Callable[[], AbstractAsyncContextManager[AsyncSession]],
     env: Env,
     max_retries: int,
+    *,
+    asking: bool = False,
 ) -> RunResult:
     """WATCH/MULTI/EXEC attempts, each on a session from ``open_session`` (one node)."""
     trips = 0
     for attempt in range(max_retries + 1):
         async with open_session() as s:
             try:
-                ok, ret = await drive_async(clientforms.transaction_steps(plan, dict(env)), s)
+                steps = clientforms.transaction_steps(plan, dict(env))
+                ok, ret = await drive_async(steps, s, asking=asking)
             except BaseException:
                 # A WATCH may still be set on this connection: never hand it back as it is.
                 await s.conn.disconnect(nowait=True)

@@ -40,7 +40,6 @@ __all__ = [
     "execute_routed",
     "group",
     "invariant_of",
-    "is_redirected",
     "plan_slot",
     "routed_session",
     "run_cluster",
@@ -108,11 +107,6 @@ def settle(
             else:
                 asks[i] = ask
     return retry
-
-
-def is_redirected(exc: ScriptRuntimeError) -> bool:
-    """A function call answered with a redirect reply: it did not run."""
-    return str(exc).split("failed: ", 1)[-1].startswith(_REDIRECTS)
 
 
 def plan_slot(plan: Plan, client: Any, env: Env) -> int | None:
