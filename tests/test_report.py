@@ -179,3 +179,14 @@ def test_charts_follow_the_dimensions_measured() -> None:
     assert "throughput vs RTT" in one and "throughput vs clients" not in one
     many = render_html(result(record(), record(clients=4, ops_per_sec=1800.0)))
     assert "throughput vs clients" in many
+
+
+def test_table_names_the_batch_when_calls_carry_several_operations() -> None:
+    plain = render_table(result(record(), record(form="pipelined")))
+    assert "batch" not in plain.splitlines()[0]  # no column nobody needs
+    text = render_table(result(record(batch=1), record(form="pipelined", batch=50)))
+    header, _rule, one, fifty = text.splitlines()[:4]
+    assert header.split()[:6] == ["operation", "form", "rtt", "ms", "meas", "cl"]
+    assert header.split()[6] == "batch"
+    assert one.split()[5] == "1" and fifty.split()[5] == "50"
+    assert "a call of batch N runs N operations" in text

@@ -76,8 +76,14 @@ def skipped_lines(result: dict[str, Any]) -> list[str]:
 
 def render_table(result: dict[str, Any]) -> str:
     """Plain-text table (latencies in ms, per call) and the verdicts under it."""
-    rows = [HEADER] + [_row(r) for r in result["records"]]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    records = result["records"]
+    batched = any(int(r.get("batch") or 1) > 1 for r in records)
+    rows = [HEADER] + [_row(r) for r in records]
+    if batched:  # a call carries `batch` operations: say so beside its latency
+        at = HEADER.index("cl") + 1
+        rows = [(*row[:at], "batch" if n == 0 else str(records[n - 1].get("batch") or 1),
+                 *row[at:]) for n, row in enumerate(rows)]  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):
         cells = [
@@ -87,7 +93,12 @@ def render_table(result: dict[str, Any]) -> str:
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
-    for r in result["records"]:
+    if batched:
+        lines.append(
+            "latency is per call; a call of batch N runs N operations in one pipeline "
+            "(per-operation latency: latency_ms_per_op in the JSON)"
+        )
+    for r in records:
         if not r["invariant_ok"]:
             lines.append(
                 f"INVARIANT FAILED: {r['operation']} {r['form']}: {r.get('invariant_detail', '')}"
