@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -17,6 +16,8 @@ from luapipe.bench.server import free_port
 from luapipe.errors import CrossSlotError
 from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
+
+from .helpers import arun as run
 
 pytestmark = pytest.mark.cluster
 T = TypeVar("T")
@@ -52,17 +53,6 @@ def stat(nodes: list[redis.Redis], command: str) -> list[int]:
         entry = n.info("commandstats").get(f"cmdstat_{command}")
         out.append(int(entry["calls"]) if entry else 0)
     return out
-
-
-def run(cluster: EmbeddedCluster, body: Callable[[acluster.RedisCluster], Awaitable[T]]) -> T:
-    async def main() -> T:
-        client = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-        try:
-            return await body(client)
-        finally:
-            await client.aclose()
-
-    return asyncio.run(main())
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from luapipe.clustersafety import slot
 from luapipe.errors import CrossSlotError, LuapipeError
 from luapipe.forms import RunResult
 
+from .helpers import arun
+
 pytestmark = pytest.mark.cluster
 
 ALL = ("naive", "pipelined", "transaction", "script", "function")
@@ -27,17 +29,6 @@ Call = tuple[dict[str, Any], dict[str, Any]]
 
 def _op(name: str) -> luapipe.Operation:
     return luapipe.load_operation(f"examples/operations/{name}.toml")
-
-
-def arun(cluster: EmbeddedCluster, body: Callable[[acluster.RedisCluster], Awaitable[T]]) -> T:
-    async def main() -> T:
-        client = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-        try:
-            return await body(client)
-        finally:
-            await client.aclose()
-
-    return asyncio.run(main())
 
 
 def snapshot(rc: redis.cluster.RedisCluster) -> dict[bytes, Any]:

@@ -9,8 +9,6 @@ on B, STAYED_KEY (20) on A, NEW_KEY nowhere.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -21,22 +19,12 @@ from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.registry import ScriptRegistry
 
 from . import test_cluster_migration as sync_migration
+from .helpers import arun
 from .test_cluster_migration import COUNTER, MOVED_KEY, NEW_KEY, STAYED_KEY, Migration
 
 pytestmark = pytest.mark.cluster
 migration = sync_migration.migration  # the same fixture (pytest finds it here by name)
 T = TypeVar("T")
-
-
-def arun(cluster: EmbeddedCluster, body: Callable[[acluster.RedisCluster], Awaitable[T]]) -> T:
-    async def main() -> T:
-        client = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
-        try:
-            return await body(client)
-        finally:
-            await client.aclose()
-
-    return asyncio.run(main())
 
 
 def test_call_follows_ask_to_the_importing_node(
