@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+import redis.asyncio.cluster as acluster
 import redis.cluster
 from click.testing import CliRunner
+from redis.cluster import LoadBalancingStrategy
 
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.cli import main
@@ -169,6 +173,70 @@ def test_cluster_flag_forces_the_client_kind(cluster: EmbeddedCluster) -> None:
     single = CliRunner().invoke(main, ["--no-cluster", *status])
     assert len(json.loads(detected.output)) == 6  # every node
     assert len(json.loads(single.output)) == 1  # only the node named in the URL
+
+
+PEEK = LuaScript.from_source(
+    "peek", "#!lua flags=no-writes\n-- @key k\nreturn redis.call('GET', KEYS[1])\n"
+)
+
+
+def _ran(rc: redis.cluster.RedisCluster, node: Any, command: str) -> int:
+    entry = rc.get_redis_connection(node).info("commandstats").get(f"cmdstat_{command}")
+    return int(entry["calls"]) if entry else 0
+
+
+def test_read_only_scripts_read_from_replicas_when_the_client_does(
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster
+) -> None:
+    """A client built with a replicas load-balancing strategy sends a no-writes script to
+    a replica of its slot (READONLY connection, loaded there on demand), as redis-py does
+    with GET; writing scripts and clients that read from primaries stay on the primary."""
+    reg = ScriptRegistry([PEEK, COUNTER])
+    key = "{ro}:k"
+    rc.set(key, "v")
+    primary = rc.get_node_from_key(key)
+    rc.get_redis_connection(primary).execute_command("WAIT", 1, 5000)  # on the replica too
+    replicas = [n for n in rc.get_nodes() if n.server_type == "replica"]
+    before = {n.name: _ran(rc, n, "evalsha_ro") for n in [primary, *replicas]}
+    ro = cluster.client(load_balancing_strategy=LoadBalancingStrategy.ROUND_ROBIN_REPLICAS)
+    try:
+        assert [reg.call(ro, "peek", keys=[key]) for _ in range(5)] == [b"v"] * 5
+        served = {n.name: _ran(rc, n, "evalsha_ro") - before[n.name] for n in replicas}
+        assert sum(served.values()) == 5 and _ran(rc, primary, "evalsha_ro") == before[primary.name]
+        assert reg.call(ro, "counted", keys=[key + "n"], args=[1]) == 1  # writes: primary
+        assert rc.get(key + "n") == b"1"
+    finally:
+        ro.close()
+    assert reg.call(rc, "peek", keys=[key]) == b"v"  # a default client reads the primary
+    assert _ran(rc, primary, "evalsha_ro") == before[primary.name] + 1
+
+
+def test_async_read_only_scripts_read_from_replicas_too(
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster
+) -> None:
+    reg = ScriptRegistry([PEEK])
+    key = "{ro}:k"
+    rc.set(key, "v")
+    primary = rc.get_node_from_key(key)
+    rc.get_redis_connection(primary).execute_command("WAIT", 1, 5000)
+    replicas = [n for n in rc.get_nodes() if n.server_type == "replica"]
+    before = sum(_ran(rc, n, "evalsha_ro") for n in replicas)
+    on_primary = _ran(rc, primary, "evalsha_ro")
+
+    async def body() -> list[Any]:
+        ro = acluster.RedisCluster(
+            host="127.0.0.1",
+            port=cluster.ports[0],
+            load_balancing_strategy=LoadBalancingStrategy.ROUND_ROBIN_REPLICAS,
+        )
+        try:
+            return [await reg.call(ro, "peek", keys=[key]) for _ in range(4)]
+        finally:
+            await ro.aclose()
+
+    assert asyncio.run(body()) == [b"v"] * 4
+    assert sum(_ran(rc, n, "evalsha_ro") for n in replicas) == before + 4
+    assert _ran(rc, primary, "evalsha_ro") == on_primary
 
 
 def test_failover_keeps_calls_working_and_nothing_runs_twice(

@@ -27,6 +27,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from luapipe.aio import Moved, call_on, run_plan
 from luapipe.aio_transport import AsyncSession, open_connection
+from luapipe.cluster import reads_from_replicas
 from luapipe.core import Entry, Redirect, ScriptCall
 from luapipe.errors import ConnectionFailed, CrossSlotError, ServerError, translate
 from luapipe.registry import REDIRECT_ATTEMPTS
@@ -89,12 +90,18 @@ def _slot_of(client: RedisCluster, keys: tuple[Value, ...], what: str) -> int | 
     return slots.pop() if slots else None
 
 
-def _node_for(client: RedisCluster, slot: int | None) -> ClusterNode:
+def _node_for(client: RedisCluster, slot: int | None, *, read_only: bool = False) -> ClusterNode:
+    """The slot's primary; for ``read_only`` (no-writes) scripts a replica where the client
+    reads from replicas (see :func:`luapipe.cluster.node_client`)."""
     if slot is None:
         return client.get_default_node()
     nodes = client.nodes_manager.slots_cache.get(slot)
     if not nodes:
         raise ServerError(f"slot {slot} is not covered by the cluster")
+    if read_only and reads_from_replicas(client):
+        return client.nodes_manager.get_node_from_slot(
+            slot, client.read_from_replicas, client.load_balancing_strategy
+        )
     return nodes[0]
 
 
@@ -135,7 +142,7 @@ async def cluster_call(registry: ScriptRegistry, client: RedisCluster, call: Scr
     for attempt in range(REDIRECT_ATTEMPTS):
         try:
             asked = await node_by_address(client, ask) if ask is not None else None
-            node = asked or _node_for(client, slot)
+            node = asked or _node_for(client, slot, read_only=call.script.read_only)
             async with node_session(client, node) as s:
                 return await call_on(registry, s, call, asking=asked is not None)
         except (Moved, ConnectionFailed) as exc:  # nothing ran on that node

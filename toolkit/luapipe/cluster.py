@@ -25,6 +25,7 @@ __all__ = [
     "is_cluster",
     "node_by_address",
     "node_client",
+    "reads_from_replicas",
     "refresh",
     "slot_of",
 ]
@@ -82,16 +83,34 @@ def command_slot(client: Any, args: Sequence[Any]) -> int | None:
         ) from None
 
 
-def node_client(client: Any, slot: int | None) -> tuple[str, redis.Redis]:
-    """The primary that owns ``slot`` (the default node when None)."""
+def node_client(
+    client: Any, slot: int | None, *, read_only: bool = False
+) -> tuple[str, redis.Redis]:
+    """The primary that owns ``slot`` (the default node when None). ``read_only`` (a
+    ``no-writes`` script): a replica of the slot where the client reads from replicas
+    (``read_from_replicas=True`` or a ``load_balancing_strategy``), as redis-py routes
+    its own read commands; its connections send READONLY."""
     if not is_cluster(client):
         return "", client
-    node = (
-        client.get_default_node()
-        if slot is None
-        else client.nodes_manager.get_node_from_slot(slot, read_from_replicas=False)
-    )
+    if slot is None:
+        node = client.get_default_node()
+    elif read_only and reads_from_replicas(client):
+        node = client.nodes_manager.get_node_from_slot(
+            slot,
+            read_from_replicas=bool(client.read_from_replicas),
+            load_balancing_strategy=client.load_balancing_strategy,
+        )
+    else:
+        node = client.nodes_manager.get_node_from_slot(slot, read_from_replicas=False)
     return node.name, client.get_redis_connection(node)
+
+
+def reads_from_replicas(client: Any) -> bool:
+    """Whether a cluster client was built to send reads to replicas."""
+    return bool(
+        getattr(client, "read_from_replicas", False)
+        or getattr(client, "load_balancing_strategy", None)
+    )
 
 
 def node_by_address(client: Any, address: str) -> tuple[str, redis.Redis] | None:

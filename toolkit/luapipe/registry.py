@@ -270,7 +270,7 @@ class ScriptRegistry:
         ask: str | None = None
         for attempt in range(REDIRECT_ATTEMPTS):
             asked = cluster.node_by_address(client, ask) if ask is not None else None
-            node = asked or cluster.node_client(client, slot)
+            node = asked or cluster.node_client(client, slot, read_only=script.read_only)
             try:
                 return self._call_node(node[1], script, keys, args, asking=asked is not None)
             except (cluster.Redirect, ConnectionFailed) as exc:  # it did not run: safe to retry
