@@ -227,7 +227,10 @@ class RttProxy:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        cmd = [sys.executable, "-m", "luapipe.bench.rttproxy", self.upstream, str(self.rtt_ms)]
+        # Not ``-m luapipe.bench.rttproxy``: importing the luapipe package already imports
+        # this module, and runpy warns about running a module twice.
+        boot = "import sys; from luapipe.bench.rttproxy import _main; _main(sys.argv[1:])"
+        cmd = [sys.executable, "-c", boot, self.upstream, str(self.rtt_ms)]
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, bufsize=1
         )
