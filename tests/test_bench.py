@@ -263,6 +263,8 @@ def test_bench_command_end_to_end(url: str, tmp_path: Any) -> None:
     run = CliRunner().invoke(main, args)
     assert run.exit_code == 0, run.output
     assert "recommendation: ping" in run.output
+    assert "\r" not in run.output  # not a terminal: plain progress lines, no bar redraws
+    assert "progress 4/4: ping" in run.output
     for ext in ("json", "csv", "html"):
         assert (tmp_path / f"r.{ext}").stat().st_size > 0
     bad = CliRunner().invoke(main, ["bench", "--url", url, "--rtt", "x"])

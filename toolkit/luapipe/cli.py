@@ -394,6 +394,12 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 
 
 def _progress_line(p: Any) -> None:
+    """A live bar on a terminal; in a log (CI, a file) a plain line every tenth of the run."""
+    if not sys.stderr.isatty():
+        step = max(1, p.total // 10)
+        if p.done % step == 0 or p.done >= p.total:
+            click.echo(f"progress {p.done}/{p.total}: {p.label}", err=True)
+        return
     width = 24
     filled = int(width * p.done / max(p.total, 1))
     bar = "#" * filled + "." * (width - filled)
