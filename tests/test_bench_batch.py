@@ -147,4 +147,7 @@ def test_cli_bench_batch_runs_and_reports_the_batch(
     assert by_form["naive"]["round_trips_per_op"] >= 1
     rows = [line.split() for line in res.output.splitlines() if line.startswith("incr_many")]
     assert {row[1] for row in rows} >= {"naive", "script"}
-    assert {row[10] for row in rows if row[1] in ("script", "function")} == {"0.1"}  # rt/op
+    header = next(line for line in res.output.splitlines() if line.startswith("operation"))
+    rt = header.replace("rtt ms", "rtt_ms").split().index("rt/op")  # after the batch column
+    assert header.split()[6] == "batch" and {row[5] for row in rows} == {"10"}
+    assert {row[rt] for row in rows if row[1] in ("script", "function")} == {"0.1"}  # rt/op
