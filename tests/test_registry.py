@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from luapipe.bench.server import ServerProcess
 from luapipe.errors import (
     CallArgumentError,
     ScriptRuntimeError,
@@ -119,6 +122,17 @@ def test_error_reply_from_server_is_luapipe_error(client: redis.Redis) -> None:
         reg.call(client, "wrongtype", keys=["lst"])
 
 
+def test_redis_call_error_names_the_scripts_line(r: redis.Redis) -> None:
+    """Redis 7 gives the line of a failed redis.call only in its trailer."""
+    source = "-- @key k\nlocal a = 1\nreturn redis.call('INCR', KEYS[1])\n"
+    reg = ScriptRegistry([LuaScript.from_source("wrongtype", source, path="lua/wrongtype.lua")])
+    r.rpush("lst", "x")
+    with pytest.raises(ScriptRuntimeError) as err:
+        reg.call(r, "wrongtype", keys=["lst"])
+    assert str(err.value).startswith("lua/wrongtype.lua:3: WRONGTYPE Operation against a key")
+    assert "user_script" not in str(err.value) and str(err.value).endswith("(script wrongtype)")
+
+
 def test_from_directory_default_is_bundled_library() -> None:
     assert (
         ScriptRegistry.from_directory().names()
@@ -128,3 +142,30 @@ def test_from_directory_default_is_bundled_library() -> None:
 
 def test_empty_directory_is_an_empty_registry(tmp_path: Path) -> None:
     assert ScriptRegistry.from_directory(tmp_path).names() == []
+
+
+def test_single_connection_client_shared_by_threads(
+    redis_server: ServerProcess, reg: ScriptRegistry
+) -> None:
+    """redis-py serialises a single-connection client with its lock; luapipe's sessions
+    must take the same lock, or threads read each other's replies."""
+    shared = redis.Redis(port=redis_server.port, single_connection_client=True)
+    shared.delete(*(f"t{i}" for i in range(8)))
+    wrong: list[tuple[int, int, Any]] = []
+
+    def worker(t: int) -> None:
+        for i in range(1, 301):
+            got = reg.call(shared, "counted", keys=[f"t{t}"])
+            if got != i:
+                wrong.append((t, i, got))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert wrong == []
+        assert [int(shared.get(f"t{t}") or 0) for t in range(8)] == [300] * 8
+    finally:
+        shared.close()

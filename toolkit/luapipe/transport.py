@@ -215,6 +215,12 @@ class Session:
             conn.send_packed_command(packed, check_health=False)
         except (rex.RedisError, OSError) as exc:
             self._lost()
+            if self.round_trips:  # earlier round trips of this operation ran
+                raise OutcomeUnknown(
+                    f"connection to {self.address} failed while sending round trip "
+                    f"{self.round_trips + 1} of this operation: the earlier ones ran, so the "
+                    f"outcome is unknown; nothing was re-sent ({str(exc).strip()})"
+                ) from None
             if all_or_nothing:
                 raise ConnectionFailed(
                     f"connection to {self.address} failed while sending; the request did not "
@@ -287,16 +293,22 @@ class Session:
 class session:  # lower case: used like a function, ``with session(client) as s``
     """Hold one connection of ``client`` (its pinned one for single-connection clients)."""
 
-    __slots__ = ("_client", "_conn", "_pool", "_session")
+    __slots__ = ("_client", "_conn", "_lock", "_pool", "_session")
 
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
         self._pool: Any = None
+        self._lock: Any = None
 
     def __enter__(self) -> Session:
         client = self._client
         pinned = getattr(client, "connection", None)
         if pinned is not None:
+            # Threads share the one connection: hold redis-py's own lock for the whole
+            # session, or their writes and replies interleave.
+            lock = self._lock = getattr(client, "single_connection_lock", None)
+            if lock is not None:
+                lock.acquire()
             self._session = Session(client, pinned)
             return self._session
         pool = self._pool = client.connection_pool
@@ -310,13 +322,16 @@ class session:  # lower case: used like a function, ``with session(client) as s`
         return self._session
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self._pool is None:
-            return
         conn = self._session.conn
-        if exc_type is not None or self._session.broken:
-            # The state of the connection is unknown (a WATCH may be pending): drop it.
-            conn.disconnect()
-        self._pool.release(conn)
+        try:
+            if exc_type is not None or self._session.broken:
+                # The state of the connection is unknown (a WATCH may be pending): drop it.
+                conn.disconnect()
+        finally:
+            if self._pool is not None:
+                self._pool.release(conn)
+            elif self._lock is not None:
+                self._lock.release()
 
 
 def execute(
