@@ -61,7 +61,7 @@ MAX_ROUNDS = 8  # NOSCRIPT re-sends under a SCRIPT FLUSH storm; each round is sa
 # Redis 7: "user_script:3: msg script: <sha>, on @user_script:3."; older Redis and fakeredis:
 # "Error running script (call to f_<sha>): @user_script:3: msg" or '[string "..."]:3: msg'.
 _LINE_TAG = re.compile(r'(?:user_script|\[string "[^"]*"\]):(\d+):\s*')
-_TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:\d+\.$")
+_TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:(\d+)\.$")
 
 
 def parse_lua_error(text: str) -> tuple[int, str] | None:
@@ -150,6 +150,12 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
     generic = translate(ResponseError(text))
     if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
         return generic
+    trailer = _TRAILER.search(text)  # a redis.call error (WRONGTYPE...): Redis 7 names the
+    if trailer is not None:  # line only in "script: <sha>, on @user_script:N."
+        message = text[: trailer.start()].strip()
+        return ScriptRuntimeError(
+            f"{script.file_line(int(trailer[1]))}: {message} (script {script.name})"
+        )
     return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
 
 
