@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 
-from luapipe.errors import ScriptRuntimeError, ServerError
+from luapipe.errors import CallArgumentError, ScriptRuntimeError, ServerError
 from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
 
@@ -136,3 +138,29 @@ def test_empty_execute_sends_nothing(r: redis.Redis, reg: ScriptRegistry) -> Non
     reset_stats(r)
     assert reg.pipeline(r).execute() == []
     assert calls(r, "evalsha") == 0
+
+
+@pytest.mark.parametrize("transaction", [False, True])
+@pytest.mark.parametrize(
+    "queue",
+    [
+        lambda p: p.execute_command("EXEC"),
+        lambda p: p.execute_command("multi"),
+        lambda p: p.execute_command("DISCARD"),
+        lambda p: p.execute_command("WATCH", "a"),
+        lambda p: p.watch("a"),  # a silent no-op stub in redis-py's command mixin
+        lambda p: p.unwatch(),
+        lambda p: p.multi(),
+    ],
+)
+def test_transaction_control_is_refused_when_queued(
+    r: redis.Redis, reg: ScriptRegistry, transaction: bool, queue: Any
+) -> None:
+    """A queued EXEC or MULTI would commit half the batch and shift every reply after it."""
+    r.set("a", 0)
+    with reg.pipeline(r, transaction=transaction) as p:
+        p.incr("a")
+        with pytest.raises(CallArgumentError, match="cannot be queued in a luapipe pipeline"):
+            queue(p)
+        assert p.execute() == [1]  # the rest of the queue is intact
+    assert r.get("a") == b"1"

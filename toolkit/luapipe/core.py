@@ -25,12 +25,13 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 
 from redis.exceptions import ResponseError
 
 from luapipe.errors import (
     BusyError,
+    CallArgumentError,
     LuapipeError,
     ScriptRuntimeError,
     ScriptSyntaxError,
@@ -316,6 +317,19 @@ def _command_result(reply: Any) -> Any:
     return reply
 
 
+_CONTROL = frozenset({"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"})
+
+
+def _refuse_control(name: str) -> NoReturn:
+    """Transaction control inside a pipeline would shift every reply after it (a partial
+    commit, then results put in the wrong places): refused when queued."""
+    raise CallArgumentError(
+        f"{name} cannot be queued in a luapipe pipeline (the pipeline sends its own "
+        "MULTI/EXEC): use reg.pipeline(client, transaction=True) for an atomic batch, or an "
+        "operation's transaction form for WATCH-based optimistic locking"
+    )
+
+
 class EntryQueue:
     """The queueing half of the sync and async pipelines: script calls are checked as they
     are queued (before anything is sent); every redis-py command method lands in
@@ -342,8 +356,21 @@ class EntryQueue:
 
     def execute_command(self, *args: Any, **options: Any) -> Self:
         """What every redis-py command method calls: queue it with its parse options."""
-        self._entries.append(Command(tuple(args), dict(options), parse=True))
+        cmd = Command(tuple(args), dict(options), parse=True)
+        if cmd.name in _CONTROL:
+            _refuse_control(cmd.name)
+        self._entries.append(cmd)
         return self
+
+    # redis-py's command mixins define these as silent stubs: refuse them instead.
+    def watch(self, *names: Any) -> NoReturn:
+        _refuse_control("WATCH")
+
+    def unwatch(self) -> NoReturn:
+        _refuse_control("UNWATCH")
+
+    def multi(self) -> NoReturn:
+        _refuse_control("MULTI")
 
     def __len__(self) -> int:
         return len(self._entries)
