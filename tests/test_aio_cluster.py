@@ -83,7 +83,8 @@ def test_flush_on_every_node_still_runs_each_call_once(
         return [await reg.call(c, "counted", keys=[k], args=[1]) for k in KEYS]
 
     assert run(cluster, body) == [2] * 6
-    assert stat(sync_nodes, "script|load") == [2, 2, 2]  # once per node before, once after
+    assert stat(sync_nodes, "script|load") == [1, 1, 1]  # once per node, before the flush
+    assert stat(sync_nodes, "eval") == [1, 1, 1]  # the first call after it: EVAL, once
 
 
 def test_cross_slot_keys_are_refused_before_sending(

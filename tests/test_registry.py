@@ -169,3 +169,27 @@ def test_single_connection_client_shared_by_threads(
         assert [int(shared.get(f"t{t}") or 0) for t in range(8)] == [300] * 8
     finally:
         shared.close()
+
+
+EXACT_NOSCRIPT = LuaScript.from_source(
+    "exact_noscript",
+    "-- @key ran\nredis.call('INCR', KEYS[1])\n"
+    "return redis.error_reply('NOSCRIPT No matching script. Please use EVAL.')\n",
+)
+
+
+def test_own_error_with_the_servers_exact_noscript_text_runs_at_most_twice(
+    r: redis.Redis,
+) -> None:
+    """Indistinguishable from a flushed cache, so one re-send as EVAL; its NOSCRIPT then is
+    the script's own (EVAL is never answered NOSCRIPT), raised instead of another reload."""
+    reg = ScriptRegistry([EXACT_NOSCRIPT])
+    reg.load(r)
+    with pytest.raises(ScriptRuntimeError, match="NOSCRIPT No matching script"):
+        reg.call(r, "exact_noscript", keys=["ran"])
+    assert r.get("ran") == b"2"  # was 8, with "did not run" in the error
+    with reg.pipeline(r) as p:
+        p.call("exact_noscript", keys=["p"]).call("exact_noscript", keys=["p"])
+        results = p.execute(raise_on_error=False)
+    assert all(isinstance(x, ScriptRuntimeError) for x in results)
+    assert r.get("p") == b"4"

@@ -20,7 +20,7 @@ COUNTER = LuaScript.from_source("counted", "-- @key k\nreturn redis.call('INCR',
 
 #: what luapipe sends (documented in README "Least-privilege ACL"), plus the script's own INCR
 LUAPIPE_COMMANDS = (
-    "+ping +info +evalsha +evalsha_ro +eval +multi +exec "
+    "+ping +info +evalsha +evalsha_ro +eval +eval_ro +multi +exec "
     "+script|load +script|exists +script|flush +script|kill"
 )
 

@@ -133,6 +133,15 @@ async def call_on(
             _check_moved(reply)
             raise script_error(script, reply.text)
         registry.known.discard(node, script.sha)
+        # Once, as EVAL: a NOSCRIPT answer to it can only be the script's own error.
+        (reply,) = await s.execute([call.eval()], asking=asking)
+        if isinstance(reply, ReplyError):
+            _check_moved(reply)
+            if not reply.is_compile_error:
+                registry.known.add(node, script.sha)
+            raise script_error(script, reply.text)
+        registry.known.add(node, script.sha)  # EVAL cached it
+        return reply
     plan = registry.plan([call], node, transaction=False)
     await run_plan(plan, s, redirects=True, asking=asking)
     return _raise_or_return(plan.results[0])

@@ -58,7 +58,6 @@ __all__ = [
     "script_result",
 ]
 
-MAX_ROUNDS = 8  # NOSCRIPT re-sends under a SCRIPT FLUSH storm; each round is safe
 # Redis 7: "user_script:3: msg script: <sha>, on @user_script:3."; older Redis and fakeredis:
 # "Error running script (call to f_<sha>): @user_script:3: msg" or '[string "..."]:3: msg'.
 _LINE_TAG = re.compile(r'(?:user_script|\[string "[^"]*"\]):(\d+):\s*')
@@ -87,7 +86,9 @@ class ScriptCall:
         return Command((verb, self.script.sha, len(self.keys), *self.keys, *self.args))
 
     def eval(self) -> Command:
-        return Command(("EVAL", self.script.source, len(self.keys), *self.keys, *self.args))
+        """EVAL (EVAL_RO): never answered by a genuine NOSCRIPT, and it caches the script."""
+        verb = "EVAL_RO" if self.script.read_only else "EVAL"
+        return Command((verb, self.script.source, len(self.keys), *self.keys, *self.args))
 
 
 class Redirect(Exception):
@@ -195,6 +196,7 @@ class Plan:
         self.reloads = 0  # script calls re-sent after NOSCRIPT
         self._batch_slots: list[int | None] = []  # per wire command: entry index, or None
         self._loading: list[LuaScript | None] = []
+        self._resend = False  # this batch re-sends NOSCRIPT'd calls as EVAL
 
     # -- building batches -----------------------------------------------------------------
     def start(self) -> list[Command]:
@@ -204,13 +206,19 @@ class Plan:
             return self._transaction_batch()
         return self._batch(list(range(len(self.entries))))
 
-    def _batch(self, indexes: list[int]) -> list[Command]:
+    def _batch(self, indexes: list[int], *, resend: bool = False) -> list[Command]:
+        """The first batch: scripts not known on the node are loaded inline, then EVALSHA.
+        ``resend``: the calls answered NOSCRIPT go again as EVAL, which cannot be answered
+        NOSCRIPT by the server, so a NOSCRIPT now is the script's own error reply (a
+        script that returns exactly that text cannot be told from a flushed cache: it may
+        run twice, never more)."""
         self.rounds += 1
+        self._resend = resend
         wire: list[Command] = []
         slots: list[int | None] = []
         loading: list[LuaScript | None] = []
         seen: set[str] = set()
-        for i in indexes:
+        for i in [] if resend else indexes:
             e = self.entries[i]
             if isinstance(e, ScriptCall):
                 sha = e.script.sha
@@ -221,7 +229,10 @@ class Plan:
                     loading.append(e.script)
         for i in indexes:
             e = self.entries[i]
-            wire.append(e.evalsha() if isinstance(e, ScriptCall) else e)
+            if isinstance(e, ScriptCall):
+                wire.append(e.eval() if resend else e.evalsha())
+            else:
+                wire.append(e)
             slots.append(i)
             loading.append(None)
         self._batch_slots, self._loading = slots, loading
@@ -255,7 +266,10 @@ class Plan:
                 self.results[slot] = Redirect(reply.text)
                 continue
             if isinstance(entry, ScriptCall):
-                if isinstance(reply, ReplyError) and reply.is_noscript:
+                if self._resend:  # EVAL: any reply is the script's own
+                    if not (isinstance(reply, ReplyError) and reply.is_compile_error):
+                        self.known.add(self.node, entry.script.sha)
+                elif isinstance(reply, ReplyError) and reply.is_noscript:
                     self.known.discard(self.node, entry.script.sha)
                     if entry.script.sha in load_errors:
                         self.results[slot] = load_errors[entry.script.sha]
@@ -265,14 +279,9 @@ class Plan:
                 self.results[slot] = script_result(entry.script, reply)
             else:
                 self.results[slot] = _command_result(reply)
-        if retry and self.rounds < MAX_ROUNDS:
+        if retry:
             self.reloads += len(retry)
-            return self._batch(retry)
-        for slot in retry:
-            self.results[slot] = ServerError(
-                f"NOSCRIPT persisted after {MAX_ROUNDS} rounds on {self.node} "
-                "(is another client flushing the script cache?); the call did not run"
-            )
+            return self._batch(retry, resend=True)
         return []
 
     def _feed_transaction(self, replies: Sequence[Any]) -> None:

@@ -31,7 +31,6 @@ import redis.cluster
 
 from luapipe import cluster, transport
 from luapipe.core import (
-    MAX_ROUNDS,
     KnownScripts,
     Plan,
     ScriptCall,
@@ -291,6 +290,7 @@ class ScriptRegistry:
     ) -> Any:
         with transport.session(client) as s:
             node = s.address
+            call = ScriptCall(script, tuple(keys), tuple(args))
             if self.known.has(node, script.sha):
                 verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
                 cmd = (verb, script.sha, len(keys), *keys, *args)
@@ -302,21 +302,21 @@ class ScriptRegistry:
                 if not reply.is_noscript:
                     raise script_error(script, reply.text)
                 self.known.discard(node, script.sha)
-            call = ScriptCall(script, tuple(keys), tuple(args))
-            for _ in range(MAX_ROUNDS):  # NOSCRIPT means it did not run: re-sending is safe
-                load_reply, reply = s.execute([load_command(script), call.evalsha()], asking=asking)
-                err = check_loaded(script, load_reply)
-                if err is not None:
-                    raise err
+                # Once, as EVAL: a NOSCRIPT answer to it can only be the script's own error.
+                (reply,) = s.execute([call.eval()], asking=asking)
                 if isinstance(reply, transport.ReplyError) and reply.is_redirect:
                     raise cluster.Redirect(reply.text)
-                if not (isinstance(reply, transport.ReplyError) and reply.is_noscript):
-                    self.known.add(node, script.sha)
-                    return _raise_or_return(script_result(script, reply))
-            raise ServerError(
-                f"NOSCRIPT persisted after {MAX_ROUNDS} loads on {node} (is another client "
-                f"flushing the script cache?); script {script.name!r} did not run"
-            )
+                if not (isinstance(reply, transport.ReplyError) and reply.is_compile_error):
+                    self.known.add(node, script.sha)  # EVAL cached it
+                return _raise_or_return(script_result(script, reply))
+            plan = self.plan([call], node, transaction=False)  # SCRIPT LOAD + EVALSHA
+            batch = plan.start()
+            while batch:
+                batch = plan.feed(s.execute(batch, asking=asking))
+            result = plan.results[0]
+            if isinstance(result, cluster.Redirect):
+                raise result
+            return _raise_or_return(result)
 
     @overload
     def pipeline(

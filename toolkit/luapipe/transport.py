@@ -71,6 +71,11 @@ class ReplyError:
         return self.text.startswith(NOSCRIPT_TEXT)
 
     @property
+    def is_compile_error(self) -> bool:
+        """The script did not compile, so the server did not cache it."""
+        return "Error compiling script" in self.text
+
+    @property
     def is_redirect(self) -> bool:
         """MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not run; route it again."""
         return self.text.startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
