@@ -24,7 +24,7 @@ local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck
 local function _neg(x) return -x end
 local function _fmt(x) return string.format('%.17g', x) end
 local function _pint(s)
-  if s == nil or not string.match(s, '^%-?%d+$') then return nil end
+  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end
   return _ck(tonumber(s))
 end
 local function _pflt(s)

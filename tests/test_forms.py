@@ -295,3 +295,14 @@ def test_function_is_replaced_when_its_code_changes_and_survives_flushes(r: redi
         r.set("stock", 5)
         assert v1.run(r, form, keys=keys, args={"qty": 2}) == [1, 3]  # reloaded, ran once
         assert r.get("stock") == b"3"
+
+
+@pytest.mark.parametrize("form", OPS["transfer"].forms)
+@pytest.mark.parametrize("balance", ["05", "-0", "007"])
+def test_integers_are_read_as_redis_reads_them(r: redis.Redis, form: str, balance: str) -> None:
+    """ "05" passed the integer check, then DECRBY refused it after INCRBY had run: half a
+    transfer, even in the atomic forms. Refused up front now (NOTINT), nothing written."""
+    r.mset({"src": balance, "dst": "0"})
+    with pytest.raises(LuapipeError, match="NOTINT"):
+        OPS["transfer"].run(r, form, keys={"src": "src", "dst": "dst"}, args={"amount": 1})
+    assert r.mget("src", "dst") == [balance.encode(), b"0"]

@@ -18,7 +18,7 @@ __all__ = ["OpError", "ck", "fk", "fmt", "is_nil", "pint", "pflt", "rint", "rflt
 
 LIMIT = 2**53
 T = TypeVar("T")
-_INT_RE = re.compile(r"-?[0-9]+")
+_INT_RE = re.compile(r"0|-?[1-9][0-9]*")  # as Redis reads one: no "05", no "-0"
 _FLT_RE = re.compile(r"-?[0-9]+(\.[0-9]*)?")
 
 
