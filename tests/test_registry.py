@@ -193,3 +193,35 @@ def test_own_error_with_the_servers_exact_noscript_text_runs_at_most_twice(
         results = p.execute(raise_on_error=False)
     assert all(isinstance(x, ScriptRuntimeError) for x in results)
     assert r.get("p") == b"4"
+
+
+def test_errors_inside_a_running_script_are_runtime_errors_with_a_line(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """NOPERM on a redis.call, or a write in a no-writes script, happens after the lines
+    before it ran: a ScriptRuntimeError at that line, never 'permission denied' (a
+    connection-level error class the caller could take as safe to retry)."""
+    setter = (
+        "-- @key k\nredis.call('SET', KEYS[1], 'x')\nreturn redis.call('INCR', KEYS[1] .. 'n')\n"
+    )
+    sneaky = (
+        "#!lua flags=no-writes\n-- @key k\nlocal v = redis.call('GET', KEYS[1])\n"
+        "return redis.call('SET', KEYS[1], 'y')\n"
+    )
+    reg = ScriptRegistry(
+        [
+            LuaScript.from_source("setter", setter, path="s/setter.lua"),
+            LuaScript.from_source("sneaky", sneaky, path="s/sneaky.lua"),
+        ]
+    )
+    with pytest.raises(ScriptRuntimeError, match=r"^s/sneaky\.lua:4: .*(read-only|Write commands)"):
+        reg.call(r, "sneaky", keys=["k"])
+    r.execute_command("ACL", "SETUSER", "noincr", "on", ">pw", "~*", "+@all", "-incr")
+    limited = redis.Redis(port=redis_server.port, username="noincr", password="pw")
+    try:
+        with pytest.raises(ScriptRuntimeError, match=r"^s/setter\.lua:3: .*can't run this command"):
+            reg.call(limited, "setter", keys=["k"])
+        assert r.get("k") == b"x"  # line 2 ran before the refusal
+    finally:
+        limited.close()
+        r.execute_command("ACL", "DELUSER", "noincr")

@@ -137,8 +137,8 @@ class KnownScripts:
 
 def script_error(script: LuaScript, text: str) -> LuapipeError:
     """The error for a script's error reply, naming the script's file:line where known."""
-    if text.startswith("BUSY"):
-        return BusyError(f"BUSY: {text}")
+    if text.startswith("BUSY"):  # another script holds the server: this one did not run
+        return BusyError(f"BUSY: the server is running another script; {script.name} did not run")
     compile_err = "Error compiling script" in text
     found = parse_lua_error(text)
     if found is not None:
@@ -149,15 +149,19 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
                 f"{where}: Lua syntax error: {message}", path=script.path or script.name, line=line
             )
         return ScriptRuntimeError(f"{where}: {message} (script {script.name})")
-    generic = translate(ResponseError(text))
-    if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
-        return generic
-    trailer = _TRAILER.search(text)  # a redis.call error (WRONGTYPE...): Redis 7 names the
-    if trailer is not None:  # line only in "script: <sha>, on @user_script:N."
+    trailer = _TRAILER.search(text)
+    if trailer is not None:
+        # A redis.call failed inside the running script (WRONGTYPE, NOPERM, a write in a
+        # no-writes script...): Redis 7 names the line only in "script: <sha>, on
+        # @user_script:N." It is the script's runtime error, whatever the code: the lines
+        # before it have run, so it is never a connection or permission error to retry.
         message = text[: trailer.start()].strip()
         return ScriptRuntimeError(
             f"{script.file_line(int(trailer[1]))}: {message} (script {script.name})"
         )
+    generic = translate(ResponseError(text))
+    if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
+        return generic
     return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
 
 
