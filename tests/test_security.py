@@ -90,6 +90,7 @@ def test_tls_to_a_plain_port_is_one_line(tls_server: TlsServer, tmp_path: Path) 
     res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", url])
     assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
     assert f"127.0.0.1:{tls_server.plain_port}" in res.output and "Traceback" not in res.output
+    assert "is TLS enabled on that port?" in res.output
 
 
 def test_plain_client_to_the_tls_port_is_one_line(tls_server: TlsServer, tmp_path: Path) -> None:
@@ -120,3 +121,19 @@ def test_user_without_script_load_gets_a_clear_error(tls_server: TlsServer, tmp_
     res = CliRunner().invoke(main, ["deploy", "--dir", str(tmp_path), "--url", url])
     assert res.exit_code == 1 and "read-pw" not in res.output
     assert "permission" in res.output.lower() and "NOPERM" in res.output
+
+
+def test_no_password_and_forced_cluster_on_a_single_server_say_what_to_do(
+    tmp_path: Path,
+) -> None:
+    with EmbeddedRedis(["--requirepass", "pw"]) as server:
+        bare = f"redis://127.0.0.1:{server.port}/0"
+        res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", bare])
+        assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+        assert "needs a password and none was given" in res.output
+        good = f"redis://:pw@127.0.0.1:{server.port}/0"
+        args = ["--cluster", "scripts", "status", "--dir", str(tmp_path), "--url", good]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+        assert "Cluster mode is not enabled" in res.output and "drop --cluster" in res.output
+        assert "pw" not in res.output.replace("pwd", "")

@@ -13,9 +13,10 @@ from typing import Any
 import redis
 import redis.cluster
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from luapipe.errors import ConnectionFailed, mask_url, translate
+from luapipe.errors import AuthenticationFailed, ConnectionFailed, LuapipeError, mask_url, translate
 
 __all__ = ["DEFAULT_URL", "client_from_url", "resolve_url"]
 
@@ -55,7 +56,7 @@ def client_from_url(
             raise translate(exc, where=mask_url(url), sent=False) from None
     except redis.RedisError as exc:
         client.close()
-        raise translate(exc, where=mask_url(url), sent=False) from None
+        raise _with_hint(translate(exc, where=mask_url(url), sent=False), exc, url) from None
     if not cluster:
         return client
     client.close()
@@ -63,5 +64,26 @@ def client_from_url(
         return redis.cluster.RedisCluster.from_url(  # type: ignore[return-value]
             url, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs
         )
+    except RedisClusterException as exc:  # not a RedisError: "Cluster mode is not enabled"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConnectionFailed(
+            f"cannot use {mask_url(url)} as a cluster: {first} (drop --cluster for a single server)"
+        ) from None
     except (redis.RedisError, OSError) as exc:
         raise translate(exc, where=mask_url(url), sent=False) from None
+
+
+def _with_hint(err: LuapipeError, exc: Exception, url: str) -> LuapipeError:
+    """The likely cause beside the server's words, for the two classic set-up mistakes."""
+    text = str(exc)
+    hint = ""
+    if isinstance(err, AuthenticationFailed) and "NOAUTH" in str(err):
+        return AuthenticationFailed(
+            f"authentication failed at {mask_url(url)}: the server needs a password and none "
+            "was given (NOAUTH); put it in the URL: redis://:PASSWORD@host:port"
+        )
+    if url.startswith("rediss://") and isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        hint = "rediss:// speaks TLS: is TLS enabled on that port?"
+    elif isinstance(exc, redis.ConnectionError) and "closed by server" in text.lower():
+        hint = "if that port speaks TLS, use rediss://"
+    return type(err)(f"{err} ({hint})") if hint else err
