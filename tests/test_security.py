@@ -137,3 +137,11 @@ def test_no_password_and_forced_cluster_on_a_single_server_say_what_to_do(
         assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
         assert "Cluster mode is not enabled" in res.output and "drop --cluster" in res.output
         assert "pw" not in res.output.replace("pwd", "")
+
+
+def test_a_refused_connection_set_up_names_the_server(tmp_path: Path) -> None:
+    with EmbeddedRedis() as server:
+        url = f"redis://127.0.0.1:{server.port}/99"
+        res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", url])
+    assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+    assert f"server at {url} refused the connection: ERR DB index is out of range" in res.output

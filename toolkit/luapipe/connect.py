@@ -16,7 +16,14 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from luapipe.errors import AuthenticationFailed, ConnectionFailed, LuapipeError, mask_url, translate
+from luapipe.errors import (
+    AuthenticationFailed,
+    ConnectionFailed,
+    LuapipeError,
+    ServerError,
+    mask_url,
+    translate,
+)
 
 __all__ = ["DEFAULT_URL", "client_from_url", "resolve_url"]
 
@@ -53,7 +60,10 @@ def client_from_url(
     except redis.ResponseError as exc:
         if not str(exc).startswith("BUSY"):  # a busy server is reachable (SCRIPT KILL works)
             client.close()
-            raise translate(exc, where=mask_url(url), sent=False) from None
+            err = translate(exc, where=mask_url(url), sent=False)
+            if type(err) is ServerError:  # e.g. "ERR DB index is out of range": say where
+                err = ServerError(f"the server at {mask_url(url)} refused the connection: {err}")
+            raise err from None
     except redis.RedisError as exc:
         client.close()
         raise _with_hint(translate(exc, where=mask_url(url), sent=False), exc, url) from None
