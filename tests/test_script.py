@@ -92,22 +92,23 @@ def test_shebang_line_counts_as_line_one(tmp_path: Path) -> None:
 def test_template_include_and_line_mapping(tmp_path: Path) -> None:
     (tmp_path / "_clamp.lua").write_text("local function clamp(v, lo, hi)\n  return v\nend\n")
     (tmp_path / "use.lua").write_text(
-        "-- @key k\n{% include '_clamp.lua' %}\nlocal v = clamp(1, 0, 2)\nreturn = v\n"
+        "-- @key k\n-- @template\n{% include '_clamp.lua' %}\nlocal v = clamp(1, 0, 2)\n"
+        "return = v\n"
     )
-    with pytest.raises(ScriptSyntaxError, match=r"use\.lua:4: Lua syntax error"):
+    with pytest.raises(ScriptSyntaxError, match=r"use\.lua:5: Lua syntax error"):
         ScriptRegistry.from_directory(tmp_path)
     (tmp_path / "use.lua").write_text(
-        "-- @key k\n{% include '_clamp.lua' %}\nreturn clamp(1, 0, 2)\n"
+        "-- @key k\n-- @template\n{% include '_clamp.lua' %}\nreturn clamp(1, 0, 2)\n"
     )
     reg = ScriptRegistry.from_directory(tmp_path)
     assert reg.names() == ["use"]  # the snippet is not a script
     assert "local function clamp" in reg["use"].source
-    assert reg["use"].file_line(5) == f"{tmp_path / 'use.lua'}:3"
+    assert reg["use"].file_line(6) == f"{tmp_path / 'use.lua'}:4"
 
 
 def test_template_error_names_line(tmp_path: Path) -> None:
-    (tmp_path / "t.lua").write_text("return 1\n{% if %}\n")
-    with pytest.raises(ScriptSyntaxError, match=r"t\.lua:2: template error"):
+    (tmp_path / "t.lua").write_text("-- @template\nreturn 1\n{% if %}\n")
+    with pytest.raises(ScriptSyntaxError, match=r"t\.lua:3: template error"):
         discover(tmp_path)
 
 

@@ -1,6 +1,7 @@
 """Check scripts without a server: compile (Lua 5.1 through lupa), globals, declared keys.
 
-- Compile errors name ``file:line`` (template lines are mapped back).
+- Compile errors name ``file:line`` (template lines are mapped back); a file that fails to
+  compile and holds Jinja2 syntax without the ``-- @template`` opt-in gets a hint.
 - Global assignments (Redis refuses them at run time) are found with ``luac5.1 -l`` when
   it is installed; otherwise a note says they were not checked.
 - ``KEYS[n]``/``ARGV[n]`` beyond what the header declares are flagged.
@@ -63,6 +64,20 @@ def compile_error(script: LuaScript) -> tuple[int, str] | None:
     return None
 
 
+_JINJA_MARKERS = ("{%", "{{", "{#")
+_OPT_IN_HINT = (
+    " (hint: this file is sent as written; to render it with Jinja2 add the header line "
+    "'-- @template')"
+)
+
+
+def _hint(script: LuaScript) -> str:
+    """A plain file that fails to compile may be a template that forgot to opt in."""
+    if script.template or not any(m in script.source for m in _JINJA_MARKERS):
+        return ""
+    return _OPT_IN_HINT
+
+
 def compile_check(scripts: Iterable[LuaScript]) -> None:
     """Raise :class:`ScriptSyntaxError` (file:line) for the first script that won't compile."""
     for script in scripts:
@@ -71,7 +86,9 @@ def compile_check(scripts: Iterable[LuaScript]) -> None:
             line, message = err
             where = script.file_line(line)
             raise ScriptSyntaxError(
-                f"{where}: Lua syntax error: {message}", path=script.path or script.name, line=line
+                f"{where}: Lua syntax error: {message}{_hint(script)}",
+                path=script.path or script.name,
+                line=line,
             )
 
 
@@ -113,7 +130,9 @@ def lint_scripts(scripts: Iterable[LuaScript]) -> list[LintIssue]:
     for script in scripts:
         err = compile_error(script)
         if err is not None:
-            issues.append(LintIssue(script.file_line(err[0]), "error", f"Lua syntax: {err[1]}"))
+            issues.append(
+                LintIssue(script.file_line(err[0]), "error", f"Lua syntax: {err[1]}{_hint(script)}")
+            )
             continue
         if luac:
             issues.extend(_globals(script, luac))

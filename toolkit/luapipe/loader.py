@@ -1,11 +1,23 @@
-"""Find the scripts in a directory and render the ones that are Jinja2 templates.
+"""Find the scripts in a directory and render the ones that opt into Jinja2 templating.
 
 - Every top-level ``*.lua`` file is a script named after its stem; files whose name starts
   with ``_`` are snippets for ``{% include %}`` and never scripts themselves.
-- A file with no Jinja2 syntax is read byte for byte (its SHA is ``sha1sum`` of the file).
+- Templating is opt-in: a script is a Jinja2 template only when its header (the leading
+  ``--`` comment block, after an optional ``#!lua`` line) has the line ``-- @template``::
+
+      -- Clamp, then count.
+      -- @template
+      -- @key counter  the counter
+      {% include '_clamp.lua' %}
+
+  Every other file is read and sent byte for byte, even when it contains ``{{``, ``{%``
+  or ``{#`` (``return {{1}}`` and ``local t = {{1, 2}}`` are valid Lua), so its SHA is
+  ``sha1sum`` of the file. Snippets need no marker: they are rendered as part of the
+  template that includes them.
 - A template is rendered with the directory as include path and ``StrictUndefined``; lines
   of the rendered text are mapped back to the template (an ``{% include %}`` standing on its
-  own line expands in place), so Lua errors name the template's line.
+  own line expands in place), so Lua errors name the template's line. The ``-- @template``
+  line stays in the rendered text (a Lua comment), so the line numbers before it match.
 """
 
 from __future__ import annotations
@@ -16,16 +28,19 @@ from pathlib import Path
 import jinja2
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
-from luapipe.script import LuaScript
+from luapipe.script import LuaScript, parse_header
 
 __all__ = ["discover", "is_template", "load_file"]
 
-_TEMPLATE_MARKERS = ("{%", "{{", "{#")
 _INCLUDE_LINE = re.compile(r"^\s*\{%-?\s*include\s+['\"](?P<name>[^'\"]+)['\"]\s*-?%\}\s*$")
 
 
 def is_template(text: str) -> bool:
-    return any(marker in text for marker in _TEMPLATE_MARKERS)
+    """Whether the script's header opts into Jinja2 with a ``-- @template`` line."""
+    try:
+        return parse_header(text).template
+    except ScriptError:
+        return False
 
 
 def _line_map(template: str, rendered: str, env: jinja2.Environment) -> list[int]:
@@ -44,9 +59,9 @@ def _line_map(template: str, rendered: str, env: jinja2.Environment) -> list[int
 
 
 def load_file(path: Path, env: jinja2.Environment | None = None) -> LuaScript:
-    """One script file: plain (byte for byte) or a template (rendered)."""
+    """One script file: plain (byte for byte) or, with ``-- @template``, rendered."""
     script = LuaScript.from_file(path)
-    if not is_template(script.source):
+    if not script.template:
         return script
     env = env or _environment(path.parent)
     try:

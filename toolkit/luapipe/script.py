@@ -8,9 +8,12 @@ A script file may start with a header in Lua comments::
     -- @arg limit    hits allowed per window
     -- @arg extra... any number of further args (variadic, last only)
     -- @return 1 if allowed, else 0
+    -- @template                               (optional: render the file with Jinja2)
 
 A file without ``@key``/``@arg`` tags is still a script; its calls are then not checked.
-A file with no Jinja2 syntax is sent byte for byte, so ``sha`` equals ``sha1sum`` of it.
+Only a file whose header has the line ``-- @template`` is a Jinja2 template (see
+:mod:`luapipe.loader`); every other file is sent byte for byte, however much of it looks
+like Jinja2 (``return {{1}}`` is Lua), so ``sha`` equals ``sha1sum`` of the file.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Header:
     args: tuple[Param, ...] | None
     flags: tuple[str, ...]
     returns: str
+    template: bool = False
 
 
 def validate_name(name: str, what: str = "script name") -> str:
@@ -81,7 +85,8 @@ def _parse_flags(first_line: str, where: str) -> tuple[str, ...]:
 
 
 def parse_header(source: str, where: str = "<script>") -> Header:
-    """Read the leading comment block: description, @key, @arg, @return and the flags."""
+    """Read the leading comment block: description, @key, @arg, @return, @template and
+    the flags."""
     lines = source.splitlines()
     flags: tuple[str, ...] = ()
     start = 0
@@ -92,6 +97,7 @@ def parse_header(source: str, where: str = "<script>") -> Header:
     keys: list[Param] = []
     args: list[Param] = []
     returns = ""
+    template = False
     tagged = False
     for lineno, raw in enumerate(lines[start:], start=start + 1):
         line = raw.strip()
@@ -104,14 +110,21 @@ def parse_header(source: str, where: str = "<script>") -> Header:
                 if text:
                     desc.append(text)
             continue
-        tagged = True
         name, rest = tag["tag"], tag["rest"].strip()
+        if name == "template":  # opts into Jinja2; declares no keys or args
+            if rest:
+                raise ScriptError(f"{where}:{lineno}: @template takes nothing, got {rest!r}")
+            if template:
+                raise ScriptError(f"{where}:{lineno}: @template is declared twice")
+            template = True
+            continue
+        tagged = True
         if name == "return":
             returns = rest
             continue
         if name not in ("key", "arg"):
             raise ScriptError(
-                f"{where}:{lineno}: unknown header tag @{name} (use @key, @arg, @return)"
+                f"{where}:{lineno}: unknown header tag @{name} (use @key, @arg, @return, @template)"
             )
         m = _PARAM_RE.match(rest)
         if m is None:
@@ -128,6 +141,7 @@ def parse_header(source: str, where: str = "<script>") -> Header:
         args=tuple(args) if tagged else None,
         flags=flags,
         returns=returns,
+        template=template,
     )
 
 
@@ -161,6 +175,8 @@ class LuaScript:
     returns: str = ""
     #: line in ``source`` -> line in the file (only for templates; empty means identity)
     line_map: tuple[int, ...] = field(default=(), repr=False)
+    #: the header opts into Jinja2 (``-- @template``): ``source`` is the rendered text
+    template: bool = False
 
     @classmethod
     def from_source(
@@ -189,11 +205,13 @@ class LuaScript:
             description=header.description,
             returns=header.returns,
             line_map=tuple(line_map),
+            template=header.template,
         )
 
     @classmethod
     def from_file(cls, path: str | Path) -> LuaScript:
-        """Read a plain (non-template) script file, byte for byte."""
+        """Read a script file byte for byte (a ``-- @template`` file is not rendered here:
+        :func:`luapipe.loader.load_file` renders it)."""
         p = Path(path)
         try:
             data = p.read_bytes()
