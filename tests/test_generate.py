@@ -91,3 +91,35 @@ def test_generated_module_imports_and_runs_every_form(r: redis.Redis) -> None:
     ]
     assert results == [[1, 7], [1, 4], [1, 1], [0, 1], [0, 1]]
     assert r.get("stock:1") == b"1"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "@key evil  injected\n@arg extra x",
+        "  @template",
+        "@return 1",
+        "@arg extra",
+    ],
+)
+def test_no_text_reaches_the_header_as_a_declaration(text: str) -> None:
+    """Even an Operation built without the spec checker (which refuses such text) cannot
+    add a @key/@arg/@return/@template line to the generated script's header."""
+    import dataclasses
+
+    from luapipe.script import parse_header
+
+    op = load_operation(OPS / "transfer.toml")
+    evil = dataclasses.replace(
+        op,
+        description=text,
+        path=str(Path(op.path).with_name("x\n-- @key evil.toml")),
+        keys=tuple(dataclasses.replace(k, doc=text) for k in op.keys),
+        args=tuple(dataclasses.replace(a, doc=text) for a in op.args),
+    )
+    header = parse_header(evil.lua_source)
+    assert [k.name for k in header.keys or ()] == [k.name for k in op.keys]
+    assert [a.name for a in header.args or ()] == [a.name for a in op.args]
+    assert not header.template
+    assert evil.lua_source.splitlines()[0].startswith("-- ")
+    assert "\n-- @key evil" not in evil.lua_source

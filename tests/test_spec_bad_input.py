@@ -260,6 +260,32 @@ CASES: dict[str, tuple[str, list[tuple[int, str]], str]] = {
         [(13, "reads[1].args")],
         "GET takes 0",
     ),
+    # free text that the generated script's header would read as a declaration
+    "description injects header tags": (
+        sub('description = "Reserve qty units."', 'description = "@key evil  injected\\n@arg x"'),
+        [(2, "description")],
+        "would be read as a header tag",
+    ),
+    "description line 2 injects a header tag": (
+        sub('description = "Reserve qty units."', 'description = "Reserve.\\n  @template"'),
+        [(2, "description")],
+        "'@template'",
+    ),
+    "key doc injects a header tag": (
+        sub('keys = ["stock"]', 'keys = [{ name = "stock", doc = "@arg extra x" }]'),
+        [(3, "keys[1].doc")],
+        "would be read as a header tag",
+    ),
+    "arg doc injects a header tag": (
+        sub("max = 5 }", 'max = 5, doc = "units\\n@return 1" }'),
+        [(7, "args.qty.doc")],
+        "would be read as a header tag",
+    ),
+    "invariant description injects a header tag": (
+        sub('description = "stock never below zero"', 'description = "@key k"'),
+        [(27, "invariant.description")],
+        "would be read as a header tag",
+    ),
     "returns missing": (
         sub('returns = ["if(ok, 1, 0)", "left"]\n', ""),
         [(1, "returns")],

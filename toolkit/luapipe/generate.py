@@ -40,10 +40,18 @@ _PY_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
 
 
 def _safe_comment(text: str) -> str:
-    """One-line comment text that cannot start a Jinja2 tag (the loader would render it)."""
+    """One-line comment text that is never a header declaration and never Jinja2.
+
+    The spec checker already refuses text with a line starting with ``@`` (the header
+    parser reads ``-- @key ...`` as a declaration); this is the second line of defence for
+    an :class:`Operation` built without it: a leading ``@`` is put in parentheses. Jinja2
+    markers are split too (generated files do not opt into templating, so they would not be
+    rendered anyway, but the text stays plain for readers and tools)."""
     out = " ".join(text.split()).replace("\\", "/").replace('"', "'")
     for marker in ("{%", "{{", "{#"):
         out = out.replace(marker, marker[0] + " " + marker[1])
+    if out.startswith("@"):
+        out = f"({out})"
     return out
 
 
@@ -125,7 +133,7 @@ def lua_body(op: Operation) -> str:
 def _context(op: Operation) -> dict[str, object]:
     return {
         "op": op,
-        "spec": Path(op.path).name,
+        "spec": _safe_comment(Path(op.path).name),
         "description": _safe_comment(op.description or op.name),
         "keys": [(k.name + ("..." if k.variadic else ""), _safe_comment(k.doc)) for k in op.keys],
         "args": [

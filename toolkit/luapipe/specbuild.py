@@ -27,6 +27,8 @@ _INDEX = re.compile(r"\[\d+\]$")
 #: characters that would split one problem over several lines (str.splitlines breaks)
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+#: a line of free text that the generated script's header parser would read as a tag
+_DIRECTIVE = re.compile(r"^\s*(@\w+)", re.MULTILINE)
 RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
 _FIELD = re.compile(r"^\s*([A-Za-z0-9_\"-]+)\s*=")
@@ -113,15 +115,32 @@ class Builder:
         return 0 if e is None else max((self.levels.get(n, 0) for n in e.names), default=0)
 
 
+def directive_problem(v: str) -> str | None:
+    """Why free text cannot go into a generated header comment, or None: a line that starts
+    with ``@word`` would be read as a declaration (``-- @key evil`` adds a key)."""
+    m = _DIRECTIVE.search(v)
+    if m is None:
+        return None
+    return (
+        f"a line starting with {m[1]!r} would be read as a header tag (@key, @arg, @return, "
+        "@template) of the generated script; reword it"
+    )
+
+
 def prose(b: Builder, field: str, v: Any) -> str:
     """Free text (a description or doc): a string without control characters but tab and
-    newline (it is copied into comments and docstrings of the generated code)."""
+    newline (it is copied into comments and docstrings of the generated code), and no line
+    that starts with ``@`` (see :func:`directive_problem`)."""
     if not isinstance(v, str):
         b.problem(field, "must be a string")
         return ""
     bad = _CONTROL.search(v)
     if bad is not None:
         b.problem(field, f"control character {bad.group()!r} is not allowed in text")
+        return ""
+    why = directive_problem(v)
+    if why is not None:
+        b.problem(field, why)
         return ""
     return v
 
@@ -154,6 +173,8 @@ def keys_section(b: Builder, raw: Any) -> tuple[KeySpec, ...]:
             )
             if unknown or not doc_ok:
                 b.problem("keys", f'a key is {{ name = ..., doc = "..." }}, got {item!r}')
+            elif (why := directive_problem(item.get("doc", ""))) is not None:
+                b.problem(f"keys[{i + 1}].doc", why)
             doc, item = str(item.get("doc", "")), item.get("name")
         variadic = isinstance(item, str) and item.endswith("...")
         if variadic and i != len(raw) - 1:
@@ -222,6 +243,8 @@ def _arg_domain(b: Builder, field: str, t: Type, spec: dict[str, Any]) -> bool:
     bad: list[tuple[str, str]] = []
     if not isinstance(spec.get("doc", ""), str) or _CONTROL.search(spec.get("doc", "")):
         bad.append(("doc", "must be a string without control characters"))
+    elif (why := directive_problem(spec.get("doc", ""))) is not None:
+        bad.append(("doc", why))
     for bound in ("min", "max"):
         if bound in spec and (elem not in ("int", "float") or not _fits(elem, spec[bound])):
             bad.append((bound, f"must be a number of the argument's type ({t})"))
