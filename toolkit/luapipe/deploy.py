@@ -5,23 +5,39 @@ pipeline checks: ``check`` reports drift without changing anything —
 
 - a script changed since the lock (its SHA differs), added, or removed;
 - a node (server) that is missing a script of the lock.
+
+A directory with no scripts is an error for both (a typo in ``--dir`` must fail the
+pipeline, not deploy or check nothing). The lock is ``{"version": 1, "scripts": {name:
+sha}}``; another version, a missing one or a bad SHA is a one-line error with its line.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 
-from luapipe.errors import LockFileError
+from luapipe.errors import LockFileError, ScriptError
 from luapipe.registry import ScriptRegistry
 
 __all__ = ["LOCK_NAME", "DeployReport", "Drift", "deploy", "read_lock", "write_lock"]
 
 LOCK_NAME = "luapipe.lock.json"
+LOCK_VERSION = 1
 _SHA_CHARS = frozenset("0123456789abcdef")
+_SHAPE = '{"version": 1, "scripts": {name: sha}}'
+
+
+def _line_of(text: str, key: str) -> int:
+    """The line of the first ``"key":`` in the JSON text (as written or \\u-escaped), or 1."""
+    for spelled in dict.fromkeys((json.dumps(key, ensure_ascii=False), json.dumps(key))):
+        m = re.search(re.escape(spelled) + r"\s*:", text)
+        if m is not None:
+            return text.count("\n", 0, m.start()) + 1
+    return 1
 
 
 @dataclass(frozen=True)
@@ -64,18 +80,29 @@ def read_lock(path: Path) -> dict[str, str]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LockFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    scripts = data.get("scripts") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise LockFileError(f"{path}:1: expected {_SHAPE}")
+    if "version" not in data:
+        raise LockFileError(f'{path}:1: no lock version (expected "version": {LOCK_VERSION})')
+    version = data["version"]
+    if type(version) is not int or version != LOCK_VERSION:  # not True, not 1.0
+        shown = json.dumps(version)[:40]
+        raise LockFileError(f"{path}:{_line_of(text, 'version')}: unsupported lock version {shown}")
+    scripts = data.get("scripts")
     if not isinstance(scripts, dict):
-        raise LockFileError(f'{path}: expected {{"version": 1, "scripts": {{name: sha}}}}')
+        raise LockFileError(f"{path}:{_line_of(text, 'scripts')}: expected {_SHAPE}")
     for name, sha in scripts.items():
         if not (isinstance(sha, str) and len(sha) == 40 and set(sha) <= _SHA_CHARS):
-            raise LockFileError(f"{path}: script {name!r}: {sha!r} is not a lower-case sha1")
+            raise LockFileError(
+                f"{path}:{_line_of(text, name)}: script {name!r}: {sha!r} is not a lower-case sha1"
+            )
     return dict(scripts)
 
 
 def write_lock(path: Path, shas: dict[str, str]) -> bool:
     """Write the lock (sorted, stable); returns False if it was already identical."""
-    text = json.dumps({"version": 1, "scripts": dict(sorted(shas.items()))}, indent=2) + "\n"
+    data = {"version": LOCK_VERSION, "scripts": dict(sorted(shas.items()))}
+    text = json.dumps(data, indent=2) + "\n"
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return False
     tmp = path.with_suffix(".tmp")
@@ -106,9 +133,22 @@ def _lock_drift(reg: ScriptRegistry, lock: dict[str, str]) -> list[Drift]:
 
 
 def deploy(
-    reg: ScriptRegistry, client: redis.Redis, lock_path: Path, *, check: bool = False
+    reg: ScriptRegistry,
+    client: redis.Redis,
+    lock_path: Path,
+    *,
+    check: bool = False,
+    directory: str | Path | None = None,
 ) -> DeployReport:
-    """Load every script and write the lock; with ``check``, only report drift."""
+    """Load every script and write the lock; with ``check``, only report drift.
+
+    An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
+    file's directory) before anything is sent or written."""
+    if not len(reg):
+        where = Path(directory) if directory is not None else Path(lock_path).parent
+        raise ScriptError(
+            f"{where}: no scripts to deploy (no *.lua files there; check the directory)"
+        )
     shas = tuple((s.name, s.sha) for s in reg)
     if check:
         drift = _lock_drift(reg, read_lock(lock_path))
