@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.cluster
 from click.testing import CliRunner
 
 from luapipe import forms
@@ -65,7 +66,8 @@ def test_a_broken_form_is_reported_minimal_not_raised(
     assert m.outcome_a != m.outcome_b
     assert len(m.case.state) <= 1  # shrunk to the key that matters
     text = m.describe()
-    assert "reproduce: luapipe verify <spec> --seed 2" in text
+    assert f"reproduce: luapipe verify {op.path} --seed 2" in text
+    assert "<spec>" not in text
     assert "SET" in text or "(empty)" in text
 
 
@@ -92,6 +94,82 @@ def test_cli_verify_mismatch_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyP
     res = CliRunner().invoke(main, ["verify", spec, "--fake", "--cases", "20"])
     assert res.exit_code == 1
     assert "MISMATCH" in res.output and "naive and pipelined disagree" in res.output
+    assert f"reproduce: luapipe verify {spec} --seed 1 --cases " in res.output
+    assert "<spec>" not in res.output
+
+
+def _libraries(client: redis.Redis) -> dict[str, str]:
+    out = {}
+    for lib in client.execute_command("FUNCTION", "LIST", "WITHCODE"):
+        info = dict(zip(lib[0::2], lib[1::2], strict=True))
+        out[info[b"library_name"].decode()] = info[b"library_code"].decode()
+    return out
+
+
+MINE = "#!lua name=mine\nredis.register_function('mine', function() return 1 end)\n"
+
+
+@pytest.mark.parametrize("client_kind", ["r", "fake"])
+def test_verify_leaves_no_function_library_behind(
+    request: pytest.FixtureRequest, client_kind: str
+) -> None:
+    client: redis.Redis = request.getfixturevalue(client_kind)
+    client.execute_command("FUNCTION", "LOAD", MINE)
+    op = load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    assert verify(op, client, cases=5, seed=1).ok
+    assert _libraries(client) == {"mine": MINE}  # luapipe_reserve_stock deleted, mine kept
+
+
+def test_verify_puts_back_a_library_it_replaced(r: redis.Redis) -> None:
+    old = (
+        "#!lua name=luapipe_reserve_stock\n"
+        "redis.register_function('reserve_stock_old', function() return 'old' end)\n"
+    )
+    r.execute_command("FUNCTION", "LOAD", old)
+    op = load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    assert verify(op, r, cases=5, seed=1).ok
+    assert _libraries(r) == {"luapipe_reserve_stock": old}
+    assert r.execute_command("FCALL", "reserve_stock_old", 0) == b"old"
+
+
+def test_verify_cleans_up_after_an_error(r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    verify_mod = importlib.import_module("luapipe.verify")  # luapipe.verify is the function
+    op = load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    real = verify_mod._compare
+    calls = []
+
+    def boom(*a: object, **k: object) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("interrupted")
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify_mod, "_compare", boom)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        verify(op, r, cases=5, seed=1)
+    assert _libraries(r) == {}
+    assert r.dbsize() == 0
+
+
+def test_cli_verify_against_a_url_leaves_the_server_as_it_was(
+    r: redis.Redis, redis_server: object
+) -> None:
+    spec = str(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    url = f"redis://{r.connection_pool.connection_kwargs['host']}:"
+    url += f"{r.connection_pool.connection_kwargs['port']}/0"
+    res = CliRunner().invoke(main, ["verify", spec, "--url", url, "--cases", "5"])
+    assert res.exit_code == 0, res.output
+    assert _libraries(r) == {} and r.dbsize() == 0
+
+
+def test_verify_keeps_its_signature() -> None:
+    import inspect
+
+    params = inspect.signature(verify).parameters
+    assert list(params)[:4] == ["op", "client", "cases", "seed"]
+    assert all(p.default is not inspect.Parameter.empty for p in list(params.values())[2:])
 
 
 EVERYTHING = """
@@ -258,3 +336,12 @@ def test_every_read_command_and_loop_agrees(r: redis.Redis, fake: redis.Redis) -
     assert real.ok, real.mismatch.describe() if real.mismatch else ""
     fake_report = verify(op, fake, cases=40, seed=22)
     assert fake_report.ok, fake_report.mismatch.describe() if fake_report.mismatch else ""
+
+
+def test_verify_on_a_cluster_leaves_no_library_on_any_primary(
+    rc: redis.cluster.RedisCluster,
+) -> None:
+    op = load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    assert verify(op, rc, cases=10, seed=1).ok
+    for node in rc.get_primaries():
+        assert _libraries(rc.get_redis_connection(node)) == {}, node.name

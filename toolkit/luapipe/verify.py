@@ -4,16 +4,20 @@ Each case is a random initial keyspace (missing keys, wrong types, edge numbers,
 random keys and args. Every form runs from the same state; the reply and a typed dump of
 the keyspace (TYPE + typed read + TTL presence, no DUMP) are compared. The first mismatch is
 shrunk (keys removed while it persists) and reported as a reproducible case. Keys live
-under a namespace prefix, so verify never touches other keys of the database.
+under a namespace prefix, so verify never touches other keys of the database, and the
+function form's library (``luapipe_<name>``) is put back as it was afterwards, also after an
+error: deleted if verify loaded it, its old code restored if verify replaced it.
 """
 
 from __future__ import annotations
 
 import random
 import re
+import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -88,6 +92,12 @@ def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool
     return tuple(out)
 
 
+def _delete_namespace(client: redis.Redis, namespace: str) -> None:
+    keys = list(client.scan_iter(match=_glob(namespace) + "*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
 def _glob(prefix: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", prefix)
 
@@ -118,6 +128,7 @@ class Mismatch:
     outcome_b: Outcome
     keyspace_a: tuple[Any, ...]
     keyspace_b: tuple[Any, ...]
+    spec: str = "<spec>"  # the spec file, for the command that reproduces the case
 
     def describe(self) -> str:
         lines = [
@@ -134,7 +145,7 @@ class Mismatch:
             lines.append(f"  keyspace after {self.form_a}: {self.keyspace_a}")
             lines.append(f"  keyspace after {self.form_b}: {self.keyspace_b}")
         lines.append(
-            f"  reproduce: luapipe verify <spec> --seed {self.case.seed} "
+            f"  reproduce: luapipe verify {shlex.quote(self.spec)} --seed {self.case.seed} "
             f"--cases {self.case.index + 1}"
         )
         return "\n".join(lines)
@@ -210,6 +221,53 @@ def _is_fake(client: redis.Redis) -> bool:
     return type(client).__module__.startswith("fakeredis")
 
 
+_LIB_NAME = re.compile(r"^#!lua name=(\S+)")
+#: (node, the library's code before verify or None when it was not loaded)
+Snapshot = list[tuple[Any, str | None]]
+
+
+def _primaries(client: redis.Redis) -> list[Any]:
+    """Where function libraries live: every primary of a cluster, else the one server."""
+    if _cluster.is_cluster(client):
+        cc: Any = client
+        return [cc.get_redis_connection(n) for n in cc.get_primaries()]
+    return [client]
+
+
+def _library_code(node: Any, library: str) -> str | None:
+    """The code of ``library`` on ``node``, or None when it is not loaded."""
+    reply = node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library, "WITHCODE")
+    for item in reply or ():
+        info = item if isinstance(item, dict) else dict(zip(item[0::2], item[1::2], strict=True))
+        fields = {_rt.text(k): v for k, v in info.items()}
+        if _rt.text(fields.get("library_name", "")) == library:  # LIBRARYNAME is a pattern
+            return _rt.text(fields.get("library_code", ""))
+    return None
+
+
+def _snapshot_library(op: Operation, client: redis.Redis) -> tuple[str, Snapshot]:
+    """The function form's library name and, per primary, its code before verify runs."""
+    m = _LIB_NAME.match(op.function_source)
+    if m is None:
+        return "", []
+    try:
+        return m[1], [(node, _library_code(node, m[1])) for node in _primaries(client)]
+    except redis.ResponseError:  # no FUNCTION command (Redis < 7): nothing to put back
+        return "", []
+
+
+def _restore(library: str, snapshot: Snapshot) -> None:
+    """Delete the library where verify loaded it; reload the old code where it replaced it."""
+    for node, before in snapshot:
+        now = _library_code(node, library)
+        if now is None or now == before:
+            continue
+        if before is None:
+            node.execute_command("FUNCTION", "DELETE", library)
+        else:
+            node.execute_command("FUNCTION", "LOAD", "REPLACE", before)
+
+
 def verify(
     op: Operation,
     client: redis.Redis,
@@ -217,12 +275,15 @@ def verify(
     seed: int = 1,
     forms: tuple[str, ...] | None = None,
     namespace: str | None = None,
+    spec: str | None = None,
 ) -> VerifyReport:
     """Run ``cases`` random cases through every form; never raises on a mismatch.
 
     On a cluster the default namespace is one hash tag, so every form can run; forms that
     cannot run with the keys of some case (keys in several slots, computed keys without the
-    tag) are skipped and named with the reason in ``skipped``."""
+    tag) are skipped and named with the reason in ``skipped``. ``spec`` is the spec path a
+    mismatch's "reproduce" line names (default: the operation's own path). The function
+    library is left as verify found it (see the module docstring)."""
     use = tuple(forms or op.forms)
     skipped: tuple[str, ...] = ()
     if _is_fake(client) and op.read_only and "script" in use:
@@ -242,6 +303,8 @@ def verify(
     errors = 0
     done = 0
     mismatch = None
+    library, before = _snapshot_library(op, client) if "function" in use else ("", [])
+    failed = True
     try:
         for case in samples:
             found, ref = _compare(op, client, use, case)
@@ -250,10 +313,17 @@ def verify(
                 mismatch = _shrink(op, client, use, found)
                 break
             errors += ref[0] == "error"
+        failed = False
     finally:
-        keys = list(client.scan_iter(match=_glob(ns) + "*", count=1000))
-        if keys:
-            client.delete(*keys)
+        for cleanup in (partial(_delete_namespace, client, ns), partial(_restore, library, before)):
+            try:
+                cleanup()
+            except redis.RedisError:
+                if not failed:  # never hide the error that stopped verify behind this one
+                    raise
+    if mismatch is not None:
+        where = spec if spec is not None else op.path
+        mismatch = replace(mismatch, spec=where or "<spec>")
     return VerifyReport(
         op.name, use, done, time.monotonic() - start, seed, errors, mismatch, skipped
     )
@@ -281,4 +351,8 @@ def verify_files(
     """Load every spec first (all problems in one :class:`SpecError`), then verify each."""
     from luapipe.spec import load_operations
 
-    return [verify(op, client, cases=cases, seed=seed) for op in load_operations(paths)]
+    ops = load_operations(paths)
+    return [
+        verify(op, client, cases=cases, seed=seed, spec=str(path))
+        for op, path in zip(ops, paths, strict=True)
+    ]
