@@ -129,3 +129,26 @@ def test_unknown_script_suggests_a_close_name() -> None:
     reg = ScriptRegistry.from_directory(SCRIPTS_DIR)
     with pytest.raises(ScriptError, match="did you mean 'rate_limit_fixed'"):
         reg["rate_limit_fixd"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "why"),
+    [
+        ("bad name.lua", "' ' is not allowed"),
+        ("1abc.lua", "it starts with a digit, which is not allowed"),
+        ("rate-limit.lua", "'-' is not allowed"),
+        ("caf\u00e9.lua", "'\u00e9' is not allowed"),
+        ("abc\n.lua", "'\\n' is not allowed"),
+    ],
+)
+def test_bad_file_names_name_the_file_and_the_problem(
+    tmp_path: Path, filename: str, why: str
+) -> None:
+    (tmp_path / filename).write_text("return 1\n")
+    with pytest.raises(ScriptError) as info:
+        discover(tmp_path)
+    message = str(info.value)
+    shown = str(tmp_path / filename).replace("\n", "\\n")
+    assert message.startswith(f"{shown}: invalid script name "), message
+    assert why in message
+    assert "\n" not in message

@@ -69,6 +69,16 @@ CASES: dict[str, tuple[str, list[tuple[int, str]], str]] = {
         "Cannot overwrite",
     ),
     "toml: bare string value": (sub('as = "int"', "as = int"), [(13, "toml")], "Invalid value"),
+    "toml: error at the end of the file": (
+        GOOD + "[extra]\nkey",
+        [(30, "toml")],
+        "Expected '='",
+    ),
+    "toml: unterminated string at the end": (
+        GOOD + 'x = """abc\n\n',
+        [(29, "toml")],
+        "Unterminated string",
+    ),
     "toml: not utf-8": (NOT_UTF8, [(2, "description")], "not valid UTF-8"),
     # unknown fields
     "unknown top-level field": (
@@ -102,6 +112,16 @@ CASES: dict[str, tuple[str, list[tuple[int, str]], str]] = {
         sub('name = "reserve"', 'name = "re serve"'),
         [(1, "name")],
         "not a valid name",
+    ),
+    "let name is a reserved word": (
+        sub('left = "if(ok', 'not = "1"\nleft = "if(ok'),
+        [(18, "let.not")],
+        "'not' is a reserved word",
+    ),
+    "let name is a Python constant": (
+        sub('left = "if(ok', 'None = "1"\nleft = "if(ok'),
+        [(18, "let.None")],
+        "'None' is a reserved word",
     ),
     "keys not a list": (sub('keys = ["stock"]', 'keys = "stock"'), [(3, "keys")], "needs a list"),
     "unknown arg type": (
@@ -322,6 +342,17 @@ def test_bad_spec_is_one_line_per_problem_and_nothing_is_written(tmp_path: Path,
     assert [(int(m[1]), m[2]) for m in where if m] == expected
     assert first in lines[0]
     assert not out.exists()  # nothing written, not even the good spec's files
+
+
+def test_a_huge_expression_is_not_echoed_whole(tmp_path: Path) -> None:
+    spec = tmp_path / "deep.toml"
+    deep = "(" * 500 + "1" + ")" * 500
+    spec.write_text(sub('left = "if(ok, available - qty, available)"', f'left = "{deep}"'))
+    res = CliRunner().invoke(main, ["generate", str(spec), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 1
+    (line,) = res.output.strip().splitlines()
+    assert "nested too deeply" in line and "(1001 characters)" in line
+    assert len(line) < 300, line
 
 
 def test_the_table_base_spec_is_good(tmp_path: Path) -> None:

@@ -57,11 +57,29 @@ class Header:
     template: bool = False
 
 
-def validate_name(name: str, what: str = "script name") -> str:
-    """A script or parameter name: letters, digits and ``_``; no paths, no ``..``."""
-    if not NAME_RE.match(name):
+def _name_problem(name: str) -> str:
+    """What is wrong with a name that does not match :data:`NAME_RE`."""
+    if not name:
+        return "it is empty"
+    if name[0].isdigit():
+        return "it starts with a digit, which is not allowed"
+    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c == "_"))), "")
+    return f"{bad!r} is not allowed"
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters escaped (a file name may hold a newline)."""
+    return "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text)
+
+
+def validate_name(name: str, what: str = "script name", where: str | None = None) -> str:
+    """A script or parameter name: ASCII letters, digits and ``_``, not starting with a
+    digit; no paths, no ``..``. ``where`` (the file) starts the error message."""
+    if not NAME_RE.fullmatch(name):
+        prefix = f"{_one_line(where)}: " if where else ""
         raise ScriptError(
-            f"invalid {what} {name!r}: use letters, digits and '_' (no path separators or '..')"
+            f"{prefix}invalid {what} {name!r}: {_name_problem(name)} (use letters, digits "
+            "and '_', not starting with a digit; no spaces, path separators or '..')"
         )
     return name
 
@@ -189,7 +207,7 @@ class LuaScript:
         header_source: str | None = None,
     ) -> LuaScript:
         """Build a script from text (``header_source``: where to read the header, if not it)."""
-        validate_name(name)
+        validate_name(name, where=path)
         where = path or name
         if not source.strip():
             raise ScriptError(f"{where}: the script is empty")

@@ -234,13 +234,22 @@ def _not_utf8(v: Any, field: str = "") -> str | None:
     return None
 
 
+def _toml_line(text: str, exc: tomllib.TOMLDecodeError) -> int:
+    """The line of a TOML syntax error; "at end of document" is the last non-blank line."""
+    m = re.search(r"line (\d+)", str(exc))
+    if m is not None:
+        return int(m[1])
+    if "end of document" in str(exc):
+        return max(1, len(text.rstrip().splitlines()))
+    return 1
+
+
 def parse_operation(text: str, path: str = "<spec>") -> Operation:
     """Build and check an operation from TOML text; raises :class:`SpecError`."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise SpecError([f"{path}:{m[1] if m else 1}: toml: {exc}"]) from None
+        raise SpecError([f"{path}:{_toml_line(text, exc)}: toml: {exc}"]) from None
     b = Builder(text, path)
     bad = _not_utf8(data)
     if bad is not None:  # bytes that are not UTF-8 (a file) or lone surrogates (a str)

@@ -78,7 +78,18 @@ class Builder:
 
     def name(self, field: str, value: Any) -> str | None:
         if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in RESERVED:
-            self.problem(field, f"{value!r} is not a valid name (lower-case letters, digits, _)")
+            if isinstance(value, str) and (
+                value.lower() in RESERVED or value in ("None", "True", "False")
+            ):
+                self.problem(
+                    field,
+                    f"{value!r} is a reserved word, not allowed as a name "
+                    f"(reserved: {', '.join(sorted(RESERVED))}, None, True, False)",
+                )
+            else:
+                self.problem(
+                    field, f"{value!r} is not a valid name (lower-case letters, digits, _)"
+                )
             return None
         if len(self.env) >= MAX_NAMES:  # each is a Lua local; Lua allows 200 per function
             if not any("too many names" in p for p in self.problems):
@@ -107,12 +118,23 @@ class Builder:
         except ExprError as exc:
             m = re.match(r"unknown name '(\w+)'", str(exc))
             if m is None or m[1] not in self.failed:
-                self.problem(field, f"{exc} at column {exc.col} in {text!r}")
+                self.problem(field, f"{exc} at column {exc.col} in {excerpt(text, exc.col)}")
             return None
         return Expr(text, node, t, types)
 
     def level(self, e: Expr | None) -> int:
         return 0 if e is None else max((self.levels.get(n, 0) for n in e.names), default=0)
+
+
+def excerpt(text: str, col: int, width: int = 60) -> str:
+    """``text`` quoted, or for a long one about ``width`` characters around column ``col``
+    (1-based) with its length, so an error stays one readable line."""
+    if len(text) <= width + 20:
+        return repr(text)
+    start = max(0, min(col - 1 - width // 2, len(text) - width))
+    part = ("..." if start else "") + text[start : start + width]
+    part += "..." if start + width < len(text) else ""
+    return f"{part!r} ({len(text)} characters)"
 
 
 def directive_problem(v: str) -> str | None:
