@@ -10,6 +10,7 @@ carries on. Worker processes are forked; results come back as encoded histograms
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -17,6 +18,7 @@ from typing import Any
 
 import redis
 
+from luapipe.bench.benchkeys import key
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.stats import LatencyHistogram
 from luapipe.bench.workloads import Workload
@@ -26,6 +28,7 @@ __all__ = [
     "Bystander",
     "ClientPlan",
     "WorkerResult",
+    "bystander_keys",
     "client_for",
     "run_client",
     "run_clients",
@@ -118,7 +121,8 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
         round_trips=delta.round_trips,
         commands=delta.commands,
         cpu_s=cpu,
-        elapsed_s=max(last_end - t0, 1e-9),
+        # the window, not the calls' own time: in open loop the client idles between calls
+        elapsed_s=max(max(last_end, plan.t_end) - t0, 1e-9),
     )
 
 
@@ -139,7 +143,14 @@ def client_for(plan: ClientPlan) -> redis.Redis:
     return client
 
 
+def _default_sigterm() -> None:
+    """A forked worker dies at once on SIGTERM (the parent's handler turns SIGTERM into
+    KeyboardInterrupt so that it cleans up; a worker has nothing to clean up)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
+    _default_sigterm()
     try:
         client = client_for(plan)
         out.send(run_client(workload, client, plan))
@@ -150,40 +161,61 @@ def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
 
 
 def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResult | str]:
-    """Run each plan in a forked worker process; a string result is a worker's failure."""
+    """Run each plan in a forked worker process; a string result is a worker's failure.
+
+    Every worker is stopped before this returns or raises (an interrupt included)."""
     ctx = mp.get_context("fork")
-    procs = []
-    for plan in plans:
-        recv, send = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_worker_main, args=(workload, plan, send), daemon=True)
-        p.start()
-        send.close()
-        procs.append((p, recv))
-    results: list[WorkerResult | str] = []
-    for p, recv in procs:
-        try:
-            results.append(recv.recv())
-        except EOFError:
-            results.append(f"worker {p.pid} exited with code {p.exitcode}")
-        p.join(timeout=10)
+    procs: list[tuple[Any, Connection]] = []
+    try:
+        for plan in plans:
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_worker_main, args=(workload, plan, send), daemon=True)
+            p.start()
+            send.close()
+            procs.append((p, recv))
+        results: list[WorkerResult | str] = []
+        for p, recv in procs:
+            try:
+                results.append(recv.recv())
+            except EOFError:
+                results.append(f"worker {p.pid} exited with code {p.exitcode}")
+            p.join(timeout=10)
+        return results
+    finally:
+        for p, recv in procs:
+            _stop(p)
+            recv.close()
+
+
+def _stop(p: Any) -> None:
+    """Stop one of this process's own workers (by its Process handle) and reap it."""
+    if p.is_alive():
+        p.terminate()
+        p.join(timeout=5)
         if p.is_alive():
-            p.terminate()
+            p.kill()
             p.join()
-    return results
+
+
+def bystander_keys() -> list[str]:
+    """The bystander's own 100 keys, under the benchmark's prefix (deleted after the run)."""
+    return [key("bystander", str(k)) for k in range(100)]
 
 
 def _bystander_main(url: str, interval_s: float, stop: Any, out: Connection) -> None:
+    _default_sigterm()
     hist = LatencyHistogram()
     cpu = 0.0
     try:
         client = redis.Redis.from_url(url, socket_timeout=30)
-        client.get("bystander:0")  # connect before timing
-        client.mset({f"bystander:{k}": "x" * 16 for k in range(100)})
+        names = bystander_keys()
+        client.get(names[0])  # connect before timing
+        client.mset(dict.fromkeys(names, "x" * 16))
         i = 0
         nxt = time.perf_counter()
         while not stop.is_set():
             c, t = time.thread_time(), time.perf_counter()
-            client.get(f"bystander:{i % 100}")
+            client.get(names[i % len(names)])
             hist.record_seconds(time.perf_counter() - t)
             cpu += time.thread_time() - c
             i += 1
@@ -216,8 +248,14 @@ class Bystander:
             data, count, cpu = self._recv.recv()
         except EOFError:
             data, count, cpu = b"", 0, 0.0
-        self._proc.join(timeout=10)
-        if self._proc.is_alive():
-            self._proc.terminate()
-            self._proc.join()
+        finally:
+            self._proc.join(timeout=10)
+            _stop(self._proc)
+            self._recv.close()
         return LatencyHistogram.decode(data), int(count), float(cpu)
+
+    def kill(self) -> None:
+        """Stop the probe without waiting for its results (after an error or interrupt)."""
+        self._stop.set()
+        _stop(self._proc)
+        self._recv.close()

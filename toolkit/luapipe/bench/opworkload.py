@@ -23,7 +23,15 @@ from typing import Any
 import redis
 
 from luapipe.bench.batching import CLUSTER_REFUSAL, first_error, run_batch
-from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload, Workload
+from luapipe.bench.benchkeys import delete_matching, patterns, tagged
+from luapipe.bench.workloads import (
+    KeyChooser,
+    OpFn,
+    PingWorkload,
+    UpdateTokenWorkload,
+    Workload,
+    zipf_exponent,
+)
 from luapipe.cluster import is_cluster
 from luapipe.clusterforms import invariant_of, run_op
 from luapipe.clustersafety import safety_for, skipped_forms
@@ -57,12 +65,13 @@ class OperationWorkload:
         states that already break the invariant) are for equivalence, not for timing. Each
         candidate is set up and run three times (script form, or one that can run here) with
         the invariant checked before each run and after; one that errors or breaks the
-        invariant is skipped. Each case's keys share a hash tag (one cluster slot)."""
+        invariant is skipped. Each case's keys share a hash tag (one cluster slot) under
+        the benchmark's prefix: ``{luapipe:bench:<name>:<i>}:<key>``."""
         rng = random.Random(self.seed)
         want = 1 if self.contention == "hot" else self.pool
         chosen: list[Any] = []
         for _ in range(want * 20):
-            case = self.op.sample_case(rng, f"{{bench{len(chosen)}}}:")
+            case = self.op.sample_case(rng, tagged(self.name, len(chosen)))
             safe = safety_for(self.op, client, case.keys_dict, case.args_dict)
             form = "script" if safe["script"].ok else "pipelined"
             try:
@@ -105,10 +114,11 @@ class OperationWorkload:
         }
 
     def reset(self, client: redis.Redis) -> None:
+        """Delete this workload's keys (never FLUSHDB) and write every case's initial state."""
+        delete_matching(client, patterns(self.name))
         if not self.cases:
-            client.flushdb()
             self._select_cases(client)
-        client.flushdb()
+            delete_matching(client, patterns(self.name))
         self.baseline.clear()
         for i, case in enumerate(self.cases):
             self.op.setup(client, case)
@@ -186,6 +196,10 @@ def resolve_workloads(
     names: list[str], *, contention: str = "spread", batch: int = 1, seed: int = 1
 ) -> list[Workload]:
     """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``)."""
+    try:
+        zipf_exponent(contention)
+    except ValueError as exc:
+        raise LuapipeError(f"--contention: {exc}") from None
     out: list[Workload] = []
     for name in names:
         if name == "ping":

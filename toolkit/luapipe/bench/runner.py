@@ -4,10 +4,14 @@ For each (RTT, clients, workload): every form is prepared (scripts loaded) and w
 (discarded), then timed in ``rounds`` slices in ABAB order. Each slice starts from a fresh
 keyspace, takes ``INFO commandstats`` before and after (server cost), runs the bystander
 probe beside it, and ends with the workload's invariant check.
+
+The run never flushes a database: every key it writes is under ``luapipe:bench:`` (see
+``bench/benchkeys.py``), and it deletes them all at the end, also after an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -18,7 +22,15 @@ import redis
 import redis.cluster
 
 from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_cost
-from luapipe.bench.loop import Bystander, ClientPlan, WorkerResult, run_client, run_clients
+from luapipe.bench.benchkeys import delete_run_keys
+from luapipe.bench.loop import (
+    Bystander,
+    ClientPlan,
+    WorkerResult,
+    bystander_keys,
+    run_client,
+    run_clients,
+)
 from luapipe.bench.manifest import build_manifest, refuse_fake
 from luapipe.bench.patience import Events, patiently
 from luapipe.bench.results import BenchResult, Record
@@ -101,6 +113,17 @@ class _Run:
         """INFO commandstats, summed over the primaries of a cluster."""
         return self.retry(lambda: server_cost(self.admin), "INFO commandstats")
 
+    def cleanup(self) -> None:
+        """Delete every key the run wrote (workloads' and the bystander's) and what the
+        workloads loaded for themselves; best effort: the server may be gone already."""
+        with contextlib.suppress(Exception):
+            delete_run_keys(self.admin)
+        for w in self.workloads:
+            done = getattr(w, "cleanup", None)
+            if done is not None:
+                with contextlib.suppress(Exception):
+                    done(self.admin)
+
     def close(self) -> None:
         self.admin.close()
         if self.admin is not self.node_admin:
@@ -125,23 +148,27 @@ class _Run:
         self.retry(lambda: w.reset(self.admin), "reset")
         by = None
         if timed and cfg.bystander and not self.cluster:
-            keys = {f"bystander:{k}": "x" * 16 for k in range(100)}
+            keys = dict.fromkeys(bystander_keys(), "x" * 16)
             self.retry(lambda: self.admin.mset(keys), "reset")
             by = Bystander(target, cfg.bystander_interval_s)
-        wire = self.probe(target) if timed else (0.0, 0.0)
-        before = self.cost()
-        t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
-        rate = cfg.rate / clients if cfg.rate else None
-        plans = [
-            ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate, self.cluster)
-            for k in range(clients)
-        ]
-        if client is not None:
-            results: list[WorkerResult | str] = [run_client(w, client, plans[0])]
-        else:
-            results = run_clients(w, plans)
-        after = self.cost()
-        by_hist, by_count, _cpu = by.finish() if by is not None else (None, 0, 0.0)
+        try:
+            wire = self.probe(target) if timed else (0.0, 0.0)
+            before = self.cost()
+            t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
+            rate = cfg.rate / clients if cfg.rate else None
+            plans = [
+                ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate, self.cluster)
+                for k in range(clients)
+            ]
+            if client is not None:
+                results: list[WorkerResult | str] = [run_client(w, client, plans[0])]
+            else:
+                results = run_clients(w, plans)
+            after = self.cost()
+            by_hist, by_count, _cpu = by.finish() if by is not None else (None, 0, 0.0)
+        finally:
+            if by is not None:  # an error or an interrupt: stop the probe process too
+                by.kill()
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
         try:
             check = partial(w.check_invariant, self.admin, calls * w.batch)
@@ -228,8 +255,17 @@ def _run_bench(
     progress: Callable[[Progress], None] | None,
 ) -> BenchResult:
     run = _Run(url, workloads, config, progress)
-    if run.cluster and any(r > 0 for r in config.rtts_ms):
+    try:
+        return _measure(run, url, workloads, config)
+    finally:  # also after an error or an interrupt: leave nothing of ours behind
+        run.cleanup()
         run.close()
+
+
+def _measure(
+    run: _Run, url: str, workloads: Sequence[Workload], config: BenchConfig
+) -> BenchResult:
+    if run.cluster and any(r > 0 for r in config.rtts_ms):
         raise LuapipeError(
             "simulated RTT is not available on a cluster (the delay proxy fronts one node; "
             "redirects would bypass it): use --rtt 0"
@@ -263,7 +299,6 @@ def _run_bench(
     finally:
         if proxy is not None:
             proxy.stop()
-        run.close()
     return summarize(
         manifest,
         cals,

@@ -3,7 +3,8 @@
 The runner only needs this small interface, so hand-written workloads (PING, Redis in
 Action's ``update_token``) and generated operations (see ``bench/opworkload.py``) look alike:
 
-- ``reset(client)``: a fresh keyspace before each timed slice;
+- ``reset(client)``: fresh state before each timed slice, by deleting the workload's own
+  keys (all under ``luapipe:bench:``, see ``bench/benchkeys.py``; never FLUSHDB);
 - ``prepare(client, form)``: load scripts/functions before the timed window;
 - ``op_fn(client, form, worker, seed)``: a callable ``f(i) -> retries`` doing ``batch``
   logical operations, raising on an error (the runner counts it and carries on);
@@ -13,6 +14,8 @@ Action's ``update_token``) and generated operations (see ``bench/opworkload.py``
 from __future__ import annotations
 
 import bisect
+import contextlib
+import math
 import random
 import time
 from collections.abc import Callable
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
+
+from luapipe.bench.benchkeys import delete_matching, key, patterns
 
 __all__ = [
     "ATOMIC_FORMS",
@@ -29,6 +34,7 @@ __all__ = [
     "PingWorkload",
     "UpdateTokenWorkload",
     "Workload",
+    "zipf_exponent",
 ]
 
 OpFn = Callable[[int], int]
@@ -59,6 +65,23 @@ class Workload(Protocol):
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]: ...
 
 
+def zipf_exponent(contention: str) -> float | None:
+    """The exponent S of ``zipf:S`` (None for ``hot`` and ``spread``); raises ValueError
+    with a one-line message for anything else, S not a finite number > 0 included."""
+    if contention in ("hot", "spread"):
+        return None
+    if contention.startswith("zipf:"):
+        text = contention.split(":", 1)[1]
+        try:
+            s = float(text)
+        except ValueError:
+            s = math.nan
+        if math.isfinite(s) and s > 0:
+            return s
+        raise ValueError(f"zipf:S needs a number S > 0, not {text!r} (e.g. zipf:1.1)")
+    raise ValueError(f"contention must be hot, spread or zipf:S, not {contention!r}")
+
+
 @dataclass(frozen=True)
 class KeyChooser:
     """Which key an operation touches: ``hot`` (one), ``spread`` (uniform), ``zipf:S``."""
@@ -68,16 +91,14 @@ class KeyChooser:
     _cdf: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.contention.startswith("zipf:"):
-            s = float(self.contention.split(":", 1)[1])
+        s = zipf_exponent(self.contention)
+        if s is not None:
             weights = [1.0 / (k**s) for k in range(1, self.keys + 1)]
             total, acc, cdf = sum(weights), 0.0, []
             for w in weights:
                 acc += w / total
                 cdf.append(acc)
             object.__setattr__(self, "_cdf", tuple(cdf))
-        elif self.contention not in ("hot", "spread"):
-            raise ValueError(f"contention must be hot, spread or zipf:S, not {self.contention!r}")
 
     def pick(self, rng: random.Random) -> int:
         if self.contention == "hot":
@@ -147,7 +168,8 @@ class UpdateTokenWorkload:
     """Redis in Action 4.5 ``update_token``: HSET, ZADD, ZADD, ZREMRANGEBYRANK, ZINCRBY.
 
     Invariant: every call adds -1 to one item of ``viewed:``, so the scores of ``viewed:``
-    sum to minus the number of calls; each ``viewed:<token>`` keeps at most 25 items.
+    sum to minus the number of calls; each ``viewed:<token>`` keeps at most 25 items. The
+    keys live under the benchmark's prefix (``luapipe:bench:update_token:login:``...).
     """
 
     contention: str = "spread"
@@ -170,8 +192,20 @@ class UpdateTokenWorkload:
             "lua": UPDATE_TOKEN_LUA.strip(),
         }
 
+    @property
+    def key_names(self) -> tuple[str, str, str, str]:
+        """``login:``, ``recent:``, ``viewed:`` and the prefix of ``viewed:<token>``, each
+        under the benchmark's key prefix."""
+        return (
+            key(self.name, "login:"),
+            key(self.name, "recent:"),
+            key(self.name, "viewed:"),
+            key(self.name, "viewed:tok"),
+        )
+
     def reset(self, client: redis.Redis) -> None:
-        client.flushdb()
+        """Delete this workload's keys (never anything else: no FLUSHDB)."""
+        delete_matching(client, patterns(self.name))
 
     def prepare(self, client: redis.Redis, form: str) -> None:
         if form == "script":
@@ -179,28 +213,36 @@ class UpdateTokenWorkload:
         elif form == "function":
             client.function_load(UPDATE_TOKEN_LIBRARY, replace=True)
 
+    def cleanup(self, client: redis.Redis) -> None:
+        """After the run: delete the benchmark's own function library (the runner deletes
+        the keys)."""
+        if "function" in self.forms:
+            with contextlib.suppress(redis.ResponseError):  # not loaded
+                client.function_delete("luapipe_bench")
+
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
         """One call = ``batch`` update_tokens: one by one (naive), in one pipeline or MULTI
         (pipelined, transaction), or ``batch`` script/function calls in one pipeline."""
         rng = random.Random(seed * 1000 + worker)
         chooser = KeyChooser(self.contention, self.tokens)
         items, sha, n = self.items, self.sha, max(1, self.batch)
+        login, recent, views, per_token = self.key_names
 
         def params(i: int) -> tuple[str, str, str, float, str]:
             k = chooser.pick(rng)
-            return f"tok{k}", f"user{k}", f"item{i % items}", time.time(), f"viewed:tok{k}"
+            return f"tok{k}", f"user{k}", f"item{i % items}", time.time(), f"{per_token}{k}"
 
         def five(target: Any, i: int) -> None:
             token, user, item, ts, viewed = params(i)
-            target.hset("login:", token, user)
-            target.zadd("recent:", {token: ts})
+            target.hset(login, token, user)
+            target.zadd(recent, {token: ts})
             target.zadd(viewed, {item: ts})
             target.zremrangebyrank(viewed, 0, -26)
-            target.zincrby("viewed:", -1, item)
+            target.zincrby(views, -1, item)
 
         def scripted(target: Any, i: int) -> None:
             token, user, item, ts, viewed = params(i)
-            keys = ("login:", "recent:", viewed, "viewed:")
+            keys = (login, recent, viewed, views)
             if form == "script":
                 target.evalsha(sha, 4, *keys, token, user, ts, item)
             else:
@@ -231,17 +273,19 @@ class UpdateTokenWorkload:
         so the atomic forms cannot run."""
         from luapipe.clustersafety import slot
 
-        keys = ("login:", "recent:", "viewed:tok0", "viewed:")
+        login, recent, views, per_token = self.key_names
+        keys = (login, recent, f"{per_token}0", views)
         shown = "; ".join(f"{k} in slot {slot(k)}" for k in keys)
         why = f"CROSSSLOT: its keys are in {len({slot(k) for k in keys})} slots ({shown})"
         return {f: why for f in ("transaction", "script", "function") if f in self.forms}
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
-        pairs: list[tuple[Any, Any]] = client.zrange("viewed:", 0, -1, withscores=True)  # type: ignore[assignment]
+        login, recent, views, _ = self.key_names
+        pairs: list[tuple[Any, Any]] = client.zrange(views, 0, -1, withscores=True)  # type: ignore[assignment]
         total = sum(float(score) for _, score in pairs)
-        logins, recent = int(client.hlen("login:")), int(client.zcard("recent:"))
+        logins, seen = int(client.hlen(login)), int(client.zcard(recent))
         if round(total) != -ops_done:
             return False, f"viewed: scores sum to {total:g}, expected {-ops_done} (lost updates)"
-        if logins != recent:
-            return False, f"login: has {logins} tokens but recent: has {recent}"
+        if logins != seen:
+            return False, f"login: has {logins} tokens but recent: has {seen}"
         return True, f"{ops_done} calls all counted"
