@@ -1,0 +1,55 @@
+"""Recommendations for a results dict, withheld where a form has too few samples.
+
+:func:`luapipe.recommend.recommend` picks the fastest correct form; with a handful of calls
+(a very short run, or an open loop at a low ``--rate``) that pick is noise. A point where
+any form finished fewer than :data:`MIN_CALLS` timed calls gets no form, and says so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from luapipe.recommend import Recommendation, recommend
+
+__all__ = ["MIN_CALLS", "recommendations"]
+
+#: fewer timed calls than this (successful or failed) and a form's figures are not compared
+MIN_CALLS = 20
+
+
+def _attempts(record: dict[str, Any]) -> int:
+    calls = record.get("calls")
+    if calls is None:  # an older results file: ops / batch
+        calls = int(record.get("ops", 0)) // max(1, int(record.get("batch") or 1))
+    return int(calls) + int(record.get("errors", 0))
+
+
+def recommendations(
+    records: list[dict[str, Any]], skipped: list[dict[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """``recommend(records, skipped)`` as dicts, with "too few samples" where it applies."""
+    thin: dict[tuple[str, float, int], list[str]] = defaultdict(list)
+    for r in records:
+        n = _attempts(r)
+        if n < MIN_CALLS:
+            point = (str(r["operation"]), float(r["rtt_ms_nominal"]), int(r["clients"]))
+            thin[point].append(f"{r['form']} completed {n} call{'' if n == 1 else 's'}")
+    out = []
+    for rec in recommend(records, skipped):
+        few = thin.get((rec.operation, rec.rtt_ms, rec.clients))
+        if few:
+            where = (
+                f"at {rec.rtt_ms:g} ms RTT with {rec.clients} "
+                f"client{'s' if rec.clients != 1 else ''}"
+            )
+            text = (
+                f"{rec.operation} {where}: too few samples to recommend a form "
+                f"({', '.join(few)}; at least {MIN_CALLS} each are needed): "
+                "run longer (--duration) or at a higher --rate."
+            )
+            rec = Recommendation(
+                rec.operation, rec.rtt_ms, rec.clients, None, text, (text, *rec.reasons), text
+            )
+        out.append(rec.as_dict())
+    return out
