@@ -52,6 +52,7 @@ Schema (``schema_version`` 1)::
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +89,30 @@ def mask_tree(data: Any) -> Any:
     return data
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with NaN and infinities as null: strict JSON, readable by any parser."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
+
+
 def write_json(result: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(json.dumps(mask_tree(result), indent=2) + "\n")
+    text = json.dumps(_finite(mask_tree(result)), indent=2, allow_nan=False)
+    Path(path).write_text(text + "\n")
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read a results file and check it has the fields every renderer needs."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise LuapipeError(
+            f"{path}: not a luapipe results file (not UTF-8 text: byte {exc.start})"
+        ) from None
     except json.JSONDecodeError as exc:
         raise LuapipeError(f"{path}: not a luapipe results file ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
