@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import redis
+import redis.exceptions
 
 from luapipe.connect import client_from_url, resolve_url
 from luapipe.deploy import LOCK_NAME, deploy
@@ -41,6 +45,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except LuapipeError as exc:
             fail(str(exc))
+        except redis.exceptions.RedisClusterException as exc:  # not translated by the library
+            where = resolve_url(kwargs.get("url"))
+            fail(f"cannot use {where} as a Redis Cluster: {exc}")
         except BrokenPipeError:  # output piped into `head`
             sys.stderr.close()
             sys.exit(0)
@@ -66,6 +73,22 @@ def emit_json(data: Any) -> None:
 def main(ctx: click.Context, cluster: bool | None) -> None:
     """luapipe: Redis Lua scripts vs pipelines: deploy, generate, verify and benchmark."""
     ctx.meta["luapipe.cluster"] = cluster
+    _sigterm_like_ctrl_c(ctx)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # A second SIGTERM must not cut the clean-up short (stopping the private server).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _sigterm_like_ctrl_c(ctx: click.Context) -> None:
+    """SIGTERM (a CI cancel, ``timeout``) unwinds like Ctrl-C, so every context manager stops
+    what it started: the private redis-server, the RTT proxy, the benchmark's workers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
 # === script commands (scripts, deploy) ===
@@ -128,11 +151,21 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
+    width = _name_width(row["name"] for row in rows)
     for row in rows:
         keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
         args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
         flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
-        click.echo(f"{row['name']:<20} {row['sha'][:12]}  keys: {keys}  args: {args}{flags}")
+        click.echo(f"{row['name']:<{width}} {row['sha'][:12]}  keys: {keys}  args: {args}{flags}")
+
+
+def _name_width(names: Any) -> int:
+    """The name column: as wide as the longest name (at least 20), so columns line up."""
+    return max([20, *(len(n) for n in names)])
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 @scripts.command("lint")
@@ -151,7 +184,7 @@ def scripts_lint(directory: str | None, as_json: bool) -> None:
         for issue in issues:
             click.echo(str(issue))
         note = "" if luac_available() else " (globals not checked: luac5.1 not installed)"
-        click.echo(f"{len(found)} scripts, {len(issues)} problems{note}", err=True)
+        click.echo(f"{_plural(len(found), 'script')}, {_plural(len(issues), 'problem')}{note}")
     if any(i.severity == "error" for i in issues):
         sys.exit(1)
 
@@ -173,8 +206,9 @@ def scripts_load(directory: str | None, url: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(shas)
         return
+    width = _name_width(shas)
     for name, sha in shas.items():
-        click.echo(f"{name:<20} {sha}")
+        click.echo(f"{name:<{width}} {sha}")
 
 
 @scripts.command("status")
@@ -198,11 +232,11 @@ def scripts_status(directory: str | None, url: str | None, as_json: bool) -> Non
             ]
         )
     else:
+        width = _name_width(s.name for n in nodes for s in n.scripts)
         for n in nodes:
             for s in n.scripts:
-                click.echo(
-                    f"{n.node}  {s.name:<20} {s.sha[:12]}  {'loaded' if s.loaded else 'MISSING'}"
-                )
+                state = "loaded" if s.loaded else "MISSING"
+                click.echo(f"{n.node}  {s.name:<{width}} {s.sha[:12]}  {state}")
     if any(n.missing for n in nodes):
         sys.exit(1)
 
@@ -268,7 +302,13 @@ def scripts_kill(url: str | None) -> None:
 
 
 @main.command("deploy")
-@dir_option
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Scripts directory [default: ./scripts_lua; without one, --dir is required].",
+)
 @url_option
 @click.option(
     "--lock",
@@ -283,11 +323,11 @@ def scripts_kill(url: str | None) -> None:
 def deploy_cmd(
     directory: str | None, url: str | None, lock: str | None, check: bool, as_json: bool
 ) -> None:
-    """Load every script on the server and write the lock file (name -> SHA)."""
-    reg = _registry(directory)
-    lock_path = (
-        Path(lock) if lock else (Path(directory) if directory else _registry_dir()) / LOCK_NAME
-    )
+    """Load every script of --dir (default ./scripts_lua) on the server and write the lock
+    file (name -> SHA)."""
+    scripts_dir = _deploy_dir(directory)
+    reg = ScriptRegistry.from_directory(scripts_dir)
+    lock_path = Path(lock) if lock else scripts_dir / LOCK_NAME
     report = deploy(reg, _client(url), lock_path, check=check)
     if as_json:
         emit_json(
@@ -309,8 +349,9 @@ def deploy_cmd(
         nodes = ", ".join(report.nodes)
         click.echo(f"{verdict}: {len(report.scripts)} scripts, nodes {nodes}")
     else:
+        width = _name_width(name for name, _ in report.scripts)
         for name, sha in report.scripts:
-            click.echo(f"{name:<20} {sha}")
+            click.echo(f"{name:<{width}} {sha}")
         state = "written" if report.lock_written else "unchanged"
         nodes = ", ".join(report.nodes)
         click.echo(
@@ -318,6 +359,20 @@ def deploy_cmd(
         )
     if not report.ok:
         sys.exit(1)
+
+
+def _deploy_dir(directory: str | None) -> Path:
+    """--dir, else ./scripts_lua. Never the bundled library: its lock file would be written
+    into the installed package, and a deploy pipeline must name what it deploys."""
+    if directory is not None:
+        return Path(directory)
+    local = Path("scripts_lua")
+    if local.is_dir():
+        return local
+    raise LuapipeError(
+        "deploy needs a scripts directory: pass --dir DIR or run it where ./scripts_lua is "
+        "(the bundled library is not deployed)"
+    )
 
 
 # === generation commands (generate, verify) ===
@@ -349,7 +404,11 @@ def generate(specs: tuple[str, ...], out: str, py_out: str) -> None:
 
 @main.command("verify")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--url", default=None, help="Redis URL [default: a private embedded server].")
+@click.option(
+    "--url",
+    default=None,
+    help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
+)
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=1, show_default=True, type=int)
@@ -383,14 +442,67 @@ def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, 
 
 
 # === bench commands (bench, report) ===
-def _floats(text: str, what: str) -> tuple[float, ...]:
+MAX_RTT_MS = 1000.0  # beyond this the harness's own timeouts (30 s per call) are too near
+
+
+def _items(text: str, example: str) -> list[str]:
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise click.BadParameter(f"empty item in {text!r}: give comma-separated values ({example})")
+    return items
+
+
+def _rtt_list(ctx: click.Context, param: click.Parameter, text: str) -> tuple[float, ...]:
+    values = []
+    for item in _items(text, "milliseconds, e.g. 0,1,5"):
+        try:
+            v = float(item)
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not a number of milliseconds") from None
+        if not (math.isfinite(v) and 0 <= v <= MAX_RTT_MS):
+            raise click.BadParameter(
+                f"each RTT must be a number from 0 to {MAX_RTT_MS:g} ms, not {item}"
+            )
+        values.append(v)
+    return tuple(values)
+
+
+def _client_list(ctx: click.Context, param: click.Parameter, text: str) -> tuple[int, ...]:
+    values = []
+    for item in _items(text, "client counts, e.g. 1,4,16"):
+        try:
+            v = int(item)
+        except ValueError:
+            v = 0
+        if v < 1:
+            raise click.BadParameter(f"each client count must be a whole number >= 1, not {item!r}")
+        values.append(v)
+    return tuple(values)
+
+
+def _finite(minimum: float, *, inclusive: bool) -> Callable[..., float | None]:
+    """A click callback: the value is a finite number above ``minimum`` (or equal to it)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        if value is None:
+            return None
+        ok = value >= minimum if inclusive else value > minimum
+        if not (math.isfinite(value) and ok):
+            bound = f"{'>=' if inclusive else '>'} {minimum:g}"
+            raise click.BadParameter(f"must be a finite number {bound}, not {value}")
+        return value
+
+    return check
+
+
+def _contention(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from luapipe.bench.workloads import zipf_exponent
+
     try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise click.BadParameter(f"{what} must be comma-separated numbers, not {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise click.BadParameter(f"{what} must be one or more numbers >= 0")
-    return values
+        zipf_exponent(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
 
 
 def _progress_line(p: Any) -> None:
@@ -409,13 +521,14 @@ def _progress_line(p: Any) -> None:
 
 
 def _bench_server(url: str | None) -> Any:
-    """The server to benchmark: ``--url``/REDIS_URL, else a private embedded redis-server."""
+    """The server to benchmark: ``--url``, else a private embedded redis-server.
+
+    Never REDIS_URL: that names the server the other commands deploy to, often one with real
+    data, and a benchmark or a verify run writes to the server it is given."""
     import contextlib
-    import os
 
     from luapipe.bench.server import EmbeddedRedis
 
-    url = url or os.environ.get("REDIS_URL")
     if url:
         return contextlib.nullcontext(url)
 
@@ -437,12 +550,11 @@ def _finish(
     html_path: str | None,
     notes: tuple[str, ...] = (),
 ) -> None:
-    from luapipe.recommend import recommend
+    from luapipe.bench.verdict import recommendations
     from luapipe.report import render_table, write_csv, write_html, write_json
 
     data = result.as_dict() if hasattr(result, "as_dict") else result
-    recs = recommend(data["records"], data.get("skipped"))
-    data["recommendations"] = [r.as_dict() for r in recs]
+    data["recommendations"] = recommendations(data["records"], data.get("skipped"))
     data["notes"] = [*notes, *data.get("notes", [])]
     click.echo(render_table(data))
     for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):
@@ -456,21 +568,66 @@ def _finish(
 
 @main.command()
 @click.argument("specs", nargs=-1)
-@click.option("--url", help="Redis to benchmark (default: REDIS_URL, else a private server)")
-@click.option("--rtt", default="0", show_default=True, help="simulated RTTs in ms, comma-separated")
-@click.option("--clients", default="1", show_default=True, help="clients, comma-separated")
-@click.option("--duration", type=float, default=2.0, show_default=True, help="timed s per form")
-@click.option("--warmup", type=float, default=0.3, show_default=True, help="discarded s per form")
-@click.option("--rounds", type=int, default=4, show_default=True, help="ABAB rounds per form")
-@click.option("--contention", default="spread", show_default=True, help="hot | spread | zipf:S")
+@click.option(
+    "--url",
+    help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
+    "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
+)
+@click.option(
+    "--rtt",
+    "rtts",
+    default="0",
+    show_default=True,
+    callback=_rtt_list,
+    help="simulated RTTs in ms, comma-separated",
+)
+@click.option(
+    "--clients",
+    "counts",
+    default="1",
+    show_default=True,
+    callback=_client_list,
+    help="clients, comma-separated",
+)
+@click.option(
+    "--duration",
+    type=float,
+    default=2.0,
+    show_default=True,
+    callback=_finite(0, inclusive=False),
+    help="timed s per form",
+)
+@click.option(
+    "--warmup",
+    type=float,
+    default=0.3,
+    show_default=True,
+    callback=_finite(0, inclusive=True),
+    help="discarded s per form",
+)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=4, show_default=True, help="ABAB rounds"
+)
+@click.option(
+    "--contention",
+    default="spread",
+    show_default=True,
+    callback=_contention,
+    help="hot | spread | zipf:S (S > 0)",
+)
 @click.option(
     "--batch",
-    type=int,
+    type=click.IntRange(min=1),
     default=1,
     show_default=True,
     help="ops per call (one server): N operations batched as each form allows",
 )
-@click.option("--rate", type=float, help="open loop: total calls per second")
+@click.option(
+    "--rate",
+    type=float,
+    callback=_finite(0, inclusive=False),
+    help="open loop: total calls per second",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
 @click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
@@ -481,8 +638,8 @@ def _finish(
 def bench(
     specs: tuple[str, ...],
     url: str | None,
-    rtt: str,
-    clients: str,
+    rtts: tuple[float, ...],
+    counts: tuple[int, ...],
     duration: float,
     warmup: float,
     rounds: int,
@@ -500,10 +657,6 @@ def bench(
     from luapipe.bench.opworkload import resolve_workloads
     from luapipe.bench.runner import BenchConfig, run_bench
 
-    rtts = _floats(rtt, "--rtt")
-    counts = tuple(int(c) for c in _floats(clients, "--clients"))
-    if any(c < 1 for c in counts) or duration <= 0 or rounds < 1 or batch < 1:
-        raise click.BadParameter("clients, duration, rounds and batch must be positive")
     with _bench_server(url) as target:
         if anchors:
             from luapipe.bench.anchors import run_anchors
@@ -543,9 +696,20 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
 
 
 @main.command()
-@click.option("--url", help="Redis to use (default: a private redis-server)")
+@click.option(
+    "--url",
+    help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
+    "[default: a private redis-server; REDIS_URL is not used]",
+)
 @click.option("--out", default="demo-out", show_default=True, type=click.Path(file_okay=False))
-@click.option("--duration", type=float, default=0.8, show_default=True, help="timed s per form")
+@click.option(
+    "--duration",
+    type=float,
+    default=0.8,
+    show_default=True,
+    callback=_finite(0, inclusive=False),
+    help="timed s per form",
+)
 @handle_errors
 def demo(url: str | None, out: str, duration: float) -> None:
     """A one-minute tour: a few catalogue operations at RTT 0, 0.25 and 1 ms, with a report."""
