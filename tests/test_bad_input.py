@@ -78,18 +78,18 @@ CASES: dict[str, tuple[Case, str]] = {
     ),
     "template syntax error": (
         lambda d, url, _: (
-            (d / "zz.lua").write_text("return 1\n{% if %}\n")
+            (d / "zz.lua").write_text("-- @template\nreturn 1\n{% if %}\n")
             and ["scripts", "load", "--dir", str(d), "--url", url]
         ),
-        "zz.lua:2: template error",
+        "zz.lua:3: template error",
     ),
     "lua error in a template maps to the template line": (
         lambda d, url, _: (
             (d / "_snip.lua").write_text("local a = 1\nlocal b = 2\n")
-            and (d / "zz.lua").write_text("{% include '_snip.lua' %}\nreturn = a\n")
+            and (d / "zz.lua").write_text("-- @template\n{% include '_snip.lua' %}\nreturn = a\n")
             and ["scripts", "load", "--dir", str(d), "--url", url]
         ),
-        "zz.lua:2: Lua syntax error",
+        "zz.lua:3: Lua syntax error",
     ),
     "empty script": (
         lambda d, url, _: (
