@@ -328,7 +328,7 @@ def deploy_cmd(
     scripts_dir = _deploy_dir(directory)
     reg = ScriptRegistry.from_directory(scripts_dir)
     lock_path = Path(lock) if lock else scripts_dir / LOCK_NAME
-    report = deploy(reg, _client(url), lock_path, check=check)
+    report = deploy(reg, _client(url), lock_path, check=check, directory=scripts_dir)
     if as_json:
         emit_json(
             {
