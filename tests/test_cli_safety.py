@@ -74,6 +74,7 @@ def test_bench_with_url_keeps_the_users_keys_and_deletes_its_own(
     assert res.exit_code == 0, res.output
     assert _keys(users) == USER_KEYS  # nothing of the user's touched, nothing of ours left
     assert _flushes(users) == flushes
+    assert users.function_list() == []  # luapipe_reserve_stock and luapipe_bench are gone
 
 
 def _flushes(client: redis.Redis) -> tuple[int, int]:

@@ -29,6 +29,7 @@ from luapipe.casegen import Case, KeyState, sample_case
 from luapipe.clusterforms import execute_routed, run_op
 from luapipe.clustersafety import safety_for, skipped_forms
 from luapipe.errors import LuapipeError
+from luapipe.libraries import restore_library, snapshot_library
 
 if TYPE_CHECKING:
     from luapipe.operation import Operation
@@ -221,53 +222,6 @@ def _is_fake(client: redis.Redis) -> bool:
     return type(client).__module__.startswith("fakeredis")
 
 
-_LIB_NAME = re.compile(r"^#!lua name=(\S+)")
-#: (node, the library's code before verify or None when it was not loaded)
-Snapshot = list[tuple[Any, str | None]]
-
-
-def _primaries(client: redis.Redis) -> list[Any]:
-    """Where function libraries live: every primary of a cluster, else the one server."""
-    if _cluster.is_cluster(client):
-        cc: Any = client
-        return [cc.get_redis_connection(n) for n in cc.get_primaries()]
-    return [client]
-
-
-def _library_code(node: Any, library: str) -> str | None:
-    """The code of ``library`` on ``node``, or None when it is not loaded."""
-    reply = node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library, "WITHCODE")
-    for item in reply or ():
-        info = item if isinstance(item, dict) else dict(zip(item[0::2], item[1::2], strict=True))
-        fields = {_rt.text(k): v for k, v in info.items()}
-        if _rt.text(fields.get("library_name", "")) == library:  # LIBRARYNAME is a pattern
-            return _rt.text(fields.get("library_code", ""))
-    return None
-
-
-def _snapshot_library(op: Operation, client: redis.Redis) -> tuple[str, Snapshot]:
-    """The function form's library name and, per primary, its code before verify runs."""
-    m = _LIB_NAME.match(op.function_source)
-    if m is None:
-        return "", []
-    try:
-        return m[1], [(node, _library_code(node, m[1])) for node in _primaries(client)]
-    except redis.ResponseError:  # no FUNCTION command (Redis < 7): nothing to put back
-        return "", []
-
-
-def _restore(library: str, snapshot: Snapshot) -> None:
-    """Delete the library where verify loaded it; reload the old code where it replaced it."""
-    for node, before in snapshot:
-        now = _library_code(node, library)
-        if now is None or now == before:
-            continue
-        if before is None:
-            node.execute_command("FUNCTION", "DELETE", library)
-        else:
-            node.execute_command("FUNCTION", "LOAD", "REPLACE", before)
-
-
 def verify(
     op: Operation,
     client: redis.Redis,
@@ -303,7 +257,7 @@ def verify(
     errors = 0
     done = 0
     mismatch = None
-    library, before = _snapshot_library(op, client) if "function" in use else ("", [])
+    library = snapshot_library(op, client) if "function" in use else None
     failed = True
     try:
         for case in samples:
@@ -315,7 +269,7 @@ def verify(
             errors += ref[0] == "error"
         failed = False
     finally:
-        for cleanup in (partial(_delete_namespace, client, ns), partial(_restore, library, before)):
+        for cleanup in (partial(_delete_namespace, client, ns), partial(restore_library, library)):
             try:
                 cleanup()
             except redis.RedisError:

@@ -36,6 +36,7 @@ from luapipe.cluster import is_cluster
 from luapipe.clusterforms import invariant_of, run_op
 from luapipe.clustersafety import safety_for, skipped_forms
 from luapipe.errors import LuapipeError
+from luapipe.libraries import LibrarySnapshot, restore_library, snapshot_library
 
 __all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads"]
 
@@ -59,6 +60,8 @@ class OperationWorkload:
     cases: tuple[Any, ...] = field(default=(), compare=False)
     baseline: dict[int, Any] = field(default_factory=dict, compare=False)
     batch: int = 1
+    #: the function library as found before the first run; put back by :meth:`cleanup`
+    libraries: list[LibrarySnapshot | None] = field(default_factory=list, compare=False)
 
     def _select_cases(self, client: redis.Redis) -> None:
         """Sample cases that run cleanly: verify's edge cases (wrong types, non-numbers,
@@ -115,6 +118,8 @@ class OperationWorkload:
 
     def reset(self, client: redis.Redis) -> None:
         """Delete this workload's keys (never FLUSHDB) and write every case's initial state."""
+        if not self.libraries and "function" in self.forms:  # before any form has run
+            self.libraries.append(snapshot_library(self.op, client))
         delete_matching(client, patterns(self.name))
         if not self.cases:
             self._select_cases(client)
@@ -144,6 +149,12 @@ class OperationWorkload:
 
     def prepare(self, client: redis.Redis, form: str) -> None:
         return None  # the discarded warm-up loads scripts and functions
+
+    def cleanup(self, client: redis.Redis) -> None:
+        """After the run: the function library as it was found (the runner deletes the
+        keys); a cached script stays, as SCRIPT LOAD would leave it."""
+        for snapshot in self.libraries:
+            restore_library(snapshot)
 
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
         rng = random.Random(seed * 1000 + worker)
