@@ -199,6 +199,15 @@ class _Proxy:
 
 
 def _main(argv: list[str]) -> None:
+    """The proxy process: quiet when its parent goes first (Ctrl-C, SIGTERM, a closed pipe)."""
+    try:
+        _serve(argv)
+    except (BrokenPipeError, KeyboardInterrupt):
+        with contextlib.suppress(OSError):  # nothing left to flush at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _serve(argv: list[str]) -> None:
     upstream_host, upstream_port = argv[0].rsplit(":", 1)
     listen = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -122,15 +122,19 @@ class EmbeddedRedis:
                 stderr=subprocess.PIPE,
             )
             deadline = time.monotonic() + self.startup_timeout
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    break
-                if _ping(self.host, port):
-                    self._proc = proc
-                    self.port = port
-                    self.info = ServerProcess(self.host, port, proc.pid, self.directory)
-                    return self.info
-                time.sleep(0.01)
+            try:
+                while time.monotonic() < deadline:
+                    if proc.poll() is not None:
+                        break
+                    if _ping(self.host, port):
+                        self._proc = proc
+                        self.port = port
+                        self.info = ServerProcess(self.host, port, proc.pid, self.directory)
+                        return self.info
+                    time.sleep(0.01)
+            except BaseException:  # Ctrl-C or SIGTERM while it starts: no one else knows
+                _terminate(proc)  # this process yet, so stop it here
+                raise
             last = self._failure(proc, port)
             _terminate(proc)
         raise EnvironmentProblem(f"redis-server did not start on {self.host}: {last}")
