@@ -13,6 +13,7 @@ import redis
 from luapipe.bench.server import ServerProcess
 from luapipe.errors import (
     CallArgumentError,
+    LuapipeError,
     ScriptRuntimeError,
     ServerError,
     UnknownScriptError,
@@ -225,3 +226,31 @@ def test_errors_inside_a_running_script_are_runtime_errors_with_a_line(
     finally:
         limited.close()
         r.execute_command("ACL", "DELUSER", "noincr")
+
+
+def test_a_refused_eval_does_not_mark_the_script_cached(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """After a flush the call is re-sent as EVAL; if the server refuses it before running
+    (NOPERM here: this user may EVALSHA but not EVAL) the script was not cached, so the
+    registry must not believe it is: the next call loads it inline and runs once."""
+    reg = ScriptRegistry([COUNTER])
+    reg.call(r, "counted", keys=["ran"])
+    address = f"{redis_server.host}:{redis_server.port}"
+    assert reg.known.has(address, COUNTER.sha)
+    r.script_flush()
+    r.execute_command(
+        "ACL", "SETUSER", "noeval", "on", ">pw", "~*", "+evalsha", "+script|load", "+incr"
+    )
+    limited = redis.Redis(
+        host=redis_server.host, port=redis_server.port, username="noeval", password="pw"
+    )
+    try:
+        with pytest.raises(LuapipeError, match="NOPERM"):
+            reg.call(limited, "counted", keys=["ran"])
+        assert not reg.known.has(address, COUNTER.sha)
+        assert r.script_exists(COUNTER.sha) == [False]
+        assert reg.call(limited, "counted", keys=["ran"]) == 2  # SCRIPT LOAD inline, once
+    finally:
+        limited.close()
+        r.execute_command("ACL", "DELUSER", "noeval")

@@ -26,7 +26,7 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
 from luapipe.aio_transport import AsyncSession, acquire, async_session
-from luapipe.core import Plan, ScriptCall, ask_target, check_loaded, script_error
+from luapipe.core import Plan, ScriptCall, ask_target, cached_by_eval, check_loaded, script_error
 from luapipe.errors import CallArgumentError, LuapipeError
 from luapipe.registry import NodeStatus, ScriptState
 from luapipe.script import Value
@@ -135,12 +135,11 @@ async def call_on(
         registry.known.discard(node, script.sha)
         # Once, as EVAL: a NOSCRIPT answer to it can only be the script's own error.
         (reply,) = await s.execute([call.eval()], asking=asking)
+        if cached_by_eval(reply):
+            registry.known.add(node, script.sha)
         if isinstance(reply, ReplyError):
             _check_moved(reply)
-            if not reply.is_compile_error:
-                registry.known.add(node, script.sha)
             raise script_error(script, reply.text)
-        registry.known.add(node, script.sha)  # EVAL cached it
         return reply
     plan = registry.plan([call], node, transaction=False)
     await run_plan(plan, s, redirects=True, asking=asking)

@@ -51,6 +51,7 @@ __all__ = [
     "Redirect",
     "ScriptCall",
     "ask_target",
+    "cached_by_eval",
     "exec_item",
     "parse_lua_error",
     "raise_first",
@@ -62,6 +63,18 @@ __all__ = [
 # "Error running script (call to f_<sha>): @user_script:3: msg" or '[string "..."]:3: msg'.
 _LINE_TAG = re.compile(r'(?:user_script|\[string "[^"]*"\]):(\d+):\s*')
 _TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:(\d+)\.$")
+
+
+def cached_by_eval(reply: Any) -> bool:
+    """Whether an EVAL that got ``reply`` compiled the script (so it is cached now): a value,
+    or an error raised while the script ran; not a refusal before it ran (BUSY, NOPERM,
+    OOM, READONLY...) and not a compile error. A hint either way: a wrong guess costs one
+    NOSCRIPT round trip, never a second run."""
+    if not isinstance(reply, ReplyError):
+        return True
+    if reply.is_compile_error:
+        return False
+    return bool(_TRAILER.search(reply.text) or _LINE_TAG.search(reply.text))
 
 
 def parse_lua_error(text: str) -> tuple[int, str] | None:
@@ -271,7 +284,7 @@ class Plan:
                 continue
             if isinstance(entry, ScriptCall):
                 if self._resend:  # EVAL: any reply is the script's own
-                    if not (isinstance(reply, ReplyError) and reply.is_compile_error):
+                    if cached_by_eval(reply):
                         self.known.add(self.node, entry.script.sha)
                 elif isinstance(reply, ReplyError) and reply.is_noscript:
                     self.known.discard(self.node, entry.script.sha)

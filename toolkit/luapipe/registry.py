@@ -34,6 +34,7 @@ from luapipe.core import (
     KnownScripts,
     Plan,
     ScriptCall,
+    cached_by_eval,
     check_loaded,
     load_command,
     script_error,
@@ -306,8 +307,8 @@ class ScriptRegistry:
                 (reply,) = s.execute([call.eval()], asking=asking)
                 if isinstance(reply, transport.ReplyError) and reply.is_redirect:
                     raise cluster.Redirect(reply.text)
-                if not (isinstance(reply, transport.ReplyError) and reply.is_compile_error):
-                    self.known.add(node, script.sha)  # EVAL cached it
+                if cached_by_eval(reply):
+                    self.known.add(node, script.sha)
                 return _raise_or_return(script_result(script, reply))
             plan = self.plan([call], node, transaction=False)  # SCRIPT LOAD + EVALSHA
             batch = plan.start()
