@@ -67,6 +67,7 @@ def test_wrong_counts_are_refused_with_names() -> None:
         (b"#!lua flags=no-such-flag\nreturn 1\n", "unknown flag 'no-such-flag'"),
         (b"-- @key a\n-- @key a\nreturn 1\n", "declared twice"),
         (b"-- @frob x\nreturn 1\n", "unknown header tag @frob"),
+        (b"\xef\xbb\xbf-- @key k\nreturn 1\n", r"bad\.lua:1: starts with a UTF-8 byte-order mark"),
     ],
 )
 def test_bad_script_files(tmp_path: Path, body: bytes, message: str) -> None:
@@ -81,6 +82,15 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
         ScriptRegistry.from_directory(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'broken.lua'}:3: Lua syntax error")
     assert info.value.line == 3
+
+
+def test_syntax_error_next_to_a_non_ascii_character(tmp_path: Path) -> None:
+    """Lua quotes half of a multi-byte character ("near '\\xe2'"): still one clean line."""
+    (tmp_path / "smart.lua").write_text("-- @key k\nreturn redis.call(\u201cGET\u201d, KEYS[1])\n")
+    with pytest.raises(ScriptSyntaxError) as info:
+        ScriptRegistry.from_directory(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'smart.lua'}:2: Lua syntax error")
+    assert "\\xe2" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_shebang_line_counts_as_line_one(tmp_path: Path) -> None:

@@ -52,15 +52,17 @@ def _loadstring() -> Any:
     """Lua 5.1's ``loadstring`` (Redis runs Lua 5.1), created once."""
     from lupa import lua51
 
-    return lua51.LuaRuntime(register_eval=False).eval("loadstring")
+    return lua51.LuaRuntime(register_eval=False, encoding=None).eval("loadstring")
 
 
 def compile_error(script: LuaScript) -> tuple[int, str] | None:
     """``(line, message)`` of the first compile error, or None."""
-    result = _loadstring()(_compilable(script.source), "=user_script")
+    result = _loadstring()(_compilable(script.source).encode("utf-8"), b"=user_script")
     if isinstance(result, tuple) and len(result) > 1 and result[0] is None:
-        m = _LINE_RE.search(str(result[1]))
-        return (int(m[1]), m[2]) if m else (1, str(result[1]))
+        # Bytes: Lua may quote half of a multi-byte character ("near '\xe2'").
+        text = bytes(result[1]).decode("utf-8", "backslashreplace")
+        m = _LINE_RE.search(text)
+        return (int(m[1]), m[2]) if m else (1, text)
     return None
 
 

@@ -235,6 +235,11 @@ class LuaScript:
             data = p.read_bytes()
         except OSError as exc:
             raise ScriptError(f"{p}: cannot read: {exc.strerror}") from None
+        if data.startswith(b"\xef\xbb\xbf"):  # Lua 5.1 cannot compile it; it also hides the header
+            raise ScriptError(
+                f"{p}:1: starts with a UTF-8 byte-order mark, which Redis's Lua cannot "
+                "compile: save the file without it"
+            )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
