@@ -36,7 +36,19 @@ from .conftest import EXAMPLES_DIR
 LUAPIPE = str(Path(sys.executable).parent / "luapipe")
 SHORT = ["--duration", "0.2", "--rounds", "1", "--warmup", "0.02"]
 #: the user's data, named like the keys the benchmark used to write (and FLUSHDB)
-USER_KEYS = {"myimportant": "keep me", "login:": "x", "bystander:1": "y", "{bench0}:stock": "7"}
+USER_KEYS = {
+    "myimportant": "keep me",
+    "login:": "x",
+    "bystander:1": "y",
+    "{bench0}:stock": "7",
+    "{luapipe:bench:x": "looks like ours, is not",
+    "luapipe:benchmark": "z",
+}
+#: a user's own library of the benchmark's name, with a function of the workload's name
+USER_LIBRARY = (
+    "#!lua name=luapipe_bench\n"
+    "redis.register_function('update_token', function(keys, args) return 'mine' end)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +87,20 @@ def test_bench_with_url_keeps_the_users_keys_and_deletes_its_own(
     assert _keys(users) == USER_KEYS  # nothing of the user's touched, nothing of ours left
     assert _flushes(users) == flushes
     assert users.function_list() == []  # luapipe_reserve_stock and luapipe_bench are gone
+
+
+def test_bench_puts_back_a_users_library_of_the_same_name(users: redis.Redis) -> None:
+    """A library called luapipe_bench, with a function called update_token, is the user's:
+    the run neither fails on the name nor leaves the library replaced or deleted."""
+    users.function_load(USER_LIBRARY)
+    url = f"redis://127.0.0.1:{users.connection_pool.connection_kwargs['port']}/0"
+    res = CliRunner().invoke(main, ["bench", "update_token", "--url", url, *SHORT])
+    assert res.exit_code == 0, res.output
+    assert users.fcall("update_token", 0) == "mine"
+    (library,) = users.function_list(withcode=True)
+    info = dict(zip(library[0::2], library[1::2], strict=True))  # RESP2: a flat list
+    assert info["library_code"] == USER_LIBRARY
+    assert _keys(users) == USER_KEYS
 
 
 def _flushes(client: redis.Redis) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from luapipe import runtime as _rt
 if TYPE_CHECKING:
     from luapipe.operation import Operation
 
-__all__ = ["LibrarySnapshot", "restore_library", "snapshot_library"]
+__all__ = ["LibrarySnapshot", "restore_library", "snapshot_library", "snapshot_named"]
 
 _LIB_NAME = re.compile(r"^#!lua name=(\S+)")
 
@@ -55,13 +55,16 @@ def _library_code(node: Any, library: str) -> str | None:
 def snapshot_library(op: Operation, client: Any) -> LibrarySnapshot | None:
     """The state of ``op``'s function library on every primary (None: nothing to keep)."""
     m = _LIB_NAME.match(op.function_source)
-    if m is None:
-        return None
+    return None if m is None else snapshot_named(m[1], client)
+
+
+def snapshot_named(library: str, client: Any) -> LibrarySnapshot | None:
+    """The state of the library called ``library`` on every primary."""
     try:
-        before = tuple((node, _library_code(node, m[1])) for node in _primaries(client))
+        before = tuple((node, _library_code(node, library)) for node in _primaries(client))
     except redis.ResponseError:  # no FUNCTION command (Redis < 7): nothing to put back
         return None
-    return LibrarySnapshot(m[1], before)
+    return LibrarySnapshot(library, before)
 
 
 def restore_library(snapshot: LibrarySnapshot | None) -> None:

@@ -31,9 +31,12 @@ def tagged(group: str, index: int) -> str:
 
 
 def patterns(group: str = "") -> tuple[str, str]:
-    """SCAN MATCH patterns for the plain and the tagged keys of ``group`` (all when empty)."""
+    """SCAN MATCH patterns for the plain and the tagged keys of ``group`` (all when empty).
+
+    A tagged key is ``{luapipe:bench:<group>:<n>}:<rest>``: the pattern asks for the closing
+    ``}:`` too, so a user's key that merely starts with ``{luapipe:bench:`` is left alone."""
     base = _GLOB.sub(r"\\\1", PREFIX + (f"{group}:" if group else ""))
-    return base + "*", "{" + base + "*"
+    return base + "*", "{" + base + "*}:*"
 
 
 def delete_matching(client: Any, globs: Iterable[str]) -> int:

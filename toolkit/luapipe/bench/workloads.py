@@ -14,7 +14,6 @@ Action's ``update_token``) and generated operations (see ``bench/opworkload.py``
 from __future__ import annotations
 
 import bisect
-import contextlib
 import math
 import random
 import time
@@ -25,6 +24,7 @@ from typing import Any, Protocol
 import redis
 
 from luapipe.bench.benchkeys import delete_matching, key, patterns
+from luapipe.libraries import LibrarySnapshot, restore_library, snapshot_named
 
 __all__ = [
     "ATOMIC_FORMS",
@@ -157,9 +157,14 @@ redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -26)
 redis.call('ZINCRBY', KEYS[4], -1, ARGV[4])
 return 1
 """
+BENCH_LIBRARY = "luapipe_bench"
+#: a function name of our own: a user's library may well have an ``update_token``
+BENCH_FUNCTION = "luapipe_bench_update_token"
 UPDATE_TOKEN_LIBRARY = (
-    "#!lua name=luapipe_bench\n"
-    "redis.register_function('update_token', function(KEYS, ARGV)\n" + UPDATE_TOKEN_LUA + "end)\n"
+    f"#!lua name={BENCH_LIBRARY}\n"
+    f"redis.register_function('{BENCH_FUNCTION}', function(KEYS, ARGV)\n"
+    + UPDATE_TOKEN_LUA
+    + "end)\n"
 )
 
 
@@ -179,6 +184,8 @@ class UpdateTokenWorkload:
     forms: tuple[str, ...] = ("naive", "pipelined", "transaction", "script", "function")
     batch: int = 1
     sha: str = field(default="", compare=False)
+    #: the library as found before the function form first loaded it; put back by cleanup
+    libraries: list[LibrarySnapshot | None] = field(default_factory=list, compare=False)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -211,14 +218,15 @@ class UpdateTokenWorkload:
         if form == "script":
             object.__setattr__(self, "sha", str(client.script_load(UPDATE_TOKEN_LUA)))
         elif form == "function":
+            if not self.libraries:  # as found, before the first load
+                self.libraries.append(snapshot_named(BENCH_LIBRARY, client))
             client.function_load(UPDATE_TOKEN_LIBRARY, replace=True)
 
     def cleanup(self, client: redis.Redis) -> None:
-        """After the run: delete the benchmark's own function library (the runner deletes
-        the keys)."""
-        if "function" in self.forms:
-            with contextlib.suppress(redis.ResponseError):  # not loaded
-                client.function_delete("luapipe_bench")
+        """After the run: the function library as it was found (the runner deletes the
+        keys)."""
+        for snapshot in self.libraries:
+            restore_library(snapshot)
 
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
         """One call = ``batch`` update_tokens: one by one (naive), in one pipeline or MULTI
@@ -246,7 +254,7 @@ class UpdateTokenWorkload:
             if form == "script":
                 target.evalsha(sha, 4, *keys, token, user, ts, item)
             else:
-                target.fcall("update_token", 4, *keys, token, user, ts, item)
+                target.fcall(BENCH_FUNCTION, 4, *keys, token, user, ts, item)
 
         def call(i: int) -> int:
             if form == "naive":
