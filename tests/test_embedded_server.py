@@ -30,9 +30,15 @@ def test_an_interrupt_while_the_server_starts_stops_that_server(
 
     monkeypatch.setattr(server_mod.subprocess, "Popen", recording_popen)
     monkeypatch.setattr(server_mod, "_ping", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        EmbeddedRedis().start()
-    assert len(started) == 1 and started[0].poll() is not None  # stopped, by its own PID
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            EmbeddedRedis().start()
+        assert len(started) == 1 and started[0].poll() is not None  # stopped, by its PID
+    finally:  # should the assertion fail, the test itself leaves nothing running
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_the_proxy_process_exits_quietly_when_its_parent_has_gone() -> None:
