@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,10 +31,12 @@ def test_an_interrupt_while_the_server_starts_stops_that_server(
 
     monkeypatch.setattr(server_mod.subprocess, "Popen", recording_popen)
     monkeypatch.setattr(server_mod, "_ping", interrupted)
+    server = EmbeddedRedis()
     try:
         with pytest.raises(KeyboardInterrupt):
-            EmbeddedRedis().start()
+            server.start()
         assert len(started) == 1 and started[0].poll() is not None  # stopped, by its PID
+        assert not Path(server.directory).exists()  # and its temp dir is gone
     finally:  # should the assertion fail, the test itself leaves nothing running
         for proc in started:
             if proc.poll() is None:

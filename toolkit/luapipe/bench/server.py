@@ -133,7 +133,8 @@ class EmbeddedRedis:
                         return self.info
                     time.sleep(0.01)
             except BaseException:  # Ctrl-C or SIGTERM while it starts: no one else knows
-                _terminate(proc)  # this process yet, so stop it here
+                _terminate(proc)  # this process yet, so stop it here, and remove our temp
+                self.stop()  # dir (the caller's `with` never reached __exit__)
                 raise
             last = self._failure(proc, port)
             _terminate(proc)
