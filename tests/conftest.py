@@ -19,6 +19,8 @@ from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 
+from .helpers import emptied_cluster_client
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS_DIR = ROOT / "scripts_lua"
 EXAMPLES_DIR = ROOT / "examples"
@@ -107,12 +109,7 @@ def cluster() -> Iterator[EmbeddedCluster]:
 @pytest.fixture
 def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
     """A client on the shared cluster, every node emptied of keys, scripts and functions."""
-    client = cluster.client()
-    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
-    for node in client.get_nodes():
-        conn = client.get_redis_connection(node)
-        conn.script_flush()
-        conn.function_flush()
+    client = emptied_cluster_client(cluster)
     try:
         yield client
     finally:

@@ -1,4 +1,4 @@
-"""Helpers for reading what the server really saw."""
+"""Helpers shared by the tests: what the server really saw, slow scripts, cluster clients."""
 
 from __future__ import annotations
 
@@ -8,11 +8,30 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 import redis.asyncio.cluster as acluster
+import redis.cluster
+
+from luapipe.script import LuaScript
 
 if TYPE_CHECKING:
     from luapipe.bench.cluster import EmbeddedCluster
 
 T = TypeVar("T")
+
+#: Lua that spins for ARGV[1] milliseconds on the server, then returns 1
+SPIN = """
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat
+  t = redis.call('TIME')
+until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
+return 1
+"""
+#: counts a run in KEYS[1], then spins for ARGV[1] ms (a writing script: unkillable)
+SLOW = LuaScript.from_source(
+    "slow",
+    "-- Count a run, then spin for `ms` milliseconds (a writing script: unkillable).\n"
+    "-- @key ran\n-- @arg ms\nredis.call('INCR', KEYS[1])" + SPIN,
+)
 
 
 def calls(client: redis.Redis, command: str) -> int:
@@ -37,3 +56,14 @@ def arun(cluster: EmbeddedCluster, body: Callable[[acluster.RedisCluster], Await
             await client.aclose()
 
     return asyncio.run(main())
+
+
+def emptied_cluster_client(cluster: EmbeddedCluster) -> redis.cluster.RedisCluster:
+    """A client on ``cluster`` with every node emptied of keys, scripts and functions."""
+    client = cluster.client()
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    for node in client.get_nodes():  # script caches are per node, replicas too
+        client.get_redis_connection(node).script_flush()
+    for node in client.get_primaries():  # functions replicate (a replica refuses FLUSH)
+        client.get_redis_connection(node).function_flush()
+    return client

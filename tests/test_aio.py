@@ -18,7 +18,7 @@ from luapipe.errors import CallArgumentError, OutcomeUnknown, ScriptRuntimeError
 from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
 
-from .helpers import calls, reset_stats
+from .helpers import SLOW, calls, reset_stats
 
 T = TypeVar("T")
 
@@ -27,19 +27,6 @@ COUNTER = LuaScript.from_source(
 )
 FAKE_NOSCRIPT = LuaScript.from_source(
     "liar", "-- @key ran\nredis.call('INCR', KEYS[1])\nreturn redis.error_reply('NOSCRIPT fake')\n"
-)
-SLOW = LuaScript.from_source(
-    "slow",
-    """-- @key ran
--- @arg ms
-redis.call('INCR', KEYS[1])
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat
-  t = redis.call('TIME')
-until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
-return 1
-""",
 )
 
 

@@ -17,21 +17,8 @@ from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
 
 from .conftest import SCRIPTS_DIR
+from .helpers import SLOW
 
-SLOW = LuaScript.from_source(
-    "slow",
-    """-- Count a run, then spin for `ms` milliseconds (a writing script: unkillable).
--- @key ran
--- @arg ms
-redis.call('INCR', KEYS[1])
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat
-  t = redis.call('TIME')
-until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
-return 1
-""",
-)
 QUICK = LuaScript.from_source("quick", "-- @key k\nreturn redis.call('INCR', KEYS[1])\n")
 
 

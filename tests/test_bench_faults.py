@@ -24,6 +24,8 @@ from luapipe.bench.server import EmbeddedRedis
 from luapipe.cli import main
 from luapipe.report import render_html, render_table
 
+from .helpers import SPIN
+
 FORMS = {"naive", "pipelined", "transaction", "script", "function"}
 CONFIG = BenchConfig(duration_s=0.5, warmup_s=0.05, rounds=2, bystander=False)
 
@@ -171,14 +173,10 @@ def test_client_kill_mid_run(server: EmbeddedRedis) -> None:
 
 def test_busy_script_during_cli_bench(server: EmbeddedRedis, tmp_path: Path) -> None:
     redis.Redis(port=server.port).config_set("busy-reply-threshold", 50)
-    slow = (
-        "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
-        "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 300000 return 1"
-    )
 
     def busy(c: redis.Redis) -> None:
         with redis.Redis(port=server.port, socket_timeout=10) as own:
-            own.eval(slow, 0)
+            own.eval(SPIN, 0, 300)
 
     out = tmp_path / "r.json"
     html = tmp_path / "r.html"

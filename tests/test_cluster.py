@@ -23,6 +23,7 @@ from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
 
 from .conftest import SCRIPTS_DIR
+from .helpers import emptied_cluster_client
 
 pytestmark = pytest.mark.cluster
 
@@ -48,10 +49,7 @@ def cluster() -> Iterator[EmbeddedCluster]:
 
 @pytest.fixture
 def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
-    client = cluster.client()
-    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
-    for node in client.get_nodes():
-        client.get_redis_connection(node).script_flush()
+    client = emptied_cluster_client(cluster)
     try:
         yield client
     finally:

@@ -16,17 +16,11 @@ from luapipe.errors import ConnectionFailed, OutcomeUnknown, ServerError
 from luapipe.registry import ScriptRegistry
 from luapipe.script import LuaScript
 
+from .helpers import SPIN
+
 COUNTER = LuaScript.from_source(
     "counted", "-- @key ran\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"
 )
-SPIN = """
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat
-  t = redis.call('TIME')
-until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
-return 1
-"""
 SLOW_READ = LuaScript.from_source("slow_read", "#!lua flags=no-writes\n-- @arg ms\n" + SPIN)
 SLOW_WRITE = LuaScript.from_source(
     "slow_write", "-- @key k\n-- @arg ms\nredis.call('INCR', KEYS[1])\n" + SPIN
