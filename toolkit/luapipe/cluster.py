@@ -8,15 +8,17 @@ different slots are refused before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import redis
 import redis.cluster
 from redis.exceptions import RedisClusterException
 
-from luapipe.core import Redirect
-from luapipe.errors import CallArgumentError, CrossSlotError
+from luapipe.core import Redirect, ask_target
+from luapipe.errors import CallArgumentError, CrossSlotError, ServerError
 
 __all__ = [
     "Redirect",
@@ -25,8 +27,10 @@ __all__ = [
     "is_cluster",
     "node_by_address",
     "node_client",
+    "on_slot_node",
     "reads_from_replicas",
     "refresh",
+    "refresh_later",
     "slot_of",
 ]
 
@@ -130,3 +134,46 @@ def refresh(client: Any) -> None:
     """Re-read the slot map after a redirect or a failover."""
     if is_cluster(client):
         client.nodes_manager.initialize()
+
+
+def refresh_later(client: Any, attempt: int) -> None:
+    """Back off (a failover takes a moment) and re-read the slot map."""
+    time.sleep(min(0.05 * 2**attempt, 1.0))
+    with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
+        refresh(client)  # the next attempt refreshes again
+
+
+T = TypeVar("T")
+
+
+def on_slot_node(
+    client: Any,
+    slot: int | None,
+    run: Callable[[redis.Redis, bool], T],
+    redirect_of: Callable[[Exception], str | None],
+    *,
+    attempts: int,
+    what: str,
+    read_only: bool = False,
+) -> T:
+    """``run(node, asking)`` on the node that owns ``slot``, again while it did not run.
+
+    ``redirect_of(exc)`` says whether an exception proves the request did not run: the
+    redirect reply's text (or "" for a connection refused before sending), else None and
+    the exception is raised. An ``ASK`` goes at once to the node it names (``asking``: send
+    ASKING first); any other redirect waits for the slot map to be re-read."""
+    last: Exception | None = None
+    ask: str | None = None
+    for attempt in range(attempts):
+        asked = node_by_address(client, ask) if ask is not None else None
+        node = asked or node_client(client, slot, read_only=read_only)
+        try:
+            return run(node[1], asked is not None)
+        except Exception as exc:
+            redirect = redirect_of(exc)
+            if redirect is None:
+                raise
+            last, ask = exc, ask_target(redirect)
+        if ask is None:
+            refresh_later(client, attempt)
+    raise ServerError(f"no node would take {what} (slot {slot}): {last}")

@@ -51,12 +51,6 @@ ATTEMPTS = 6
 _REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
 
 
-def _backoff(client: Any, attempt: int) -> None:
-    from luapipe.registry import refresh_later
-
-    refresh_later(client, attempt)
-
-
 N = TypeVar("N")
 T = TypeVar("T")
 
@@ -175,7 +169,7 @@ def execute_routed(
             return replies, trips
         pending = sorted(retry)
         if any(i not in asks for i in pending):  # ASK goes on at once; the rest waits for
-            _backoff(client, attempt)  # the new slot map
+            cluster.refresh_later(client, attempt)  # the new slot map
     raise ServerError(f"no node would take {len(pending)} command(s) after {ATTEMPTS} attempts")
 
 
@@ -253,28 +247,27 @@ def _redirect_of(exc: LuapipeError) -> str | None:
 
 
 def _on_slot_node(plan: Plan, client: Any, env: Env, run: Callable[[Any, bool], T]) -> T:
-    """``run(node, asking)`` on the node owning the call's slot, again after a redirect
-    reply (it did not run): at once on the node an ASK names, else after the map is
-    re-read. A call that may have run (:class:`OutcomeUnknown`) is never sent again."""
-    ask: str | None = None
-    for attempt in range(ATTEMPTS):
-        asked = cluster.node_by_address(client, ask) if ask is not None else None
-        node = asked or cluster.node_client(client, plan_slot(plan, client, env))
-        ask = None
-        try:
-            return run(node[1], asked is not None)
-        except OutcomeUnknown:
-            raise
-        except ConnectionFailed:  # nothing was sent
-            pass
-        except (ScriptRuntimeError, ServerError) as exc:
-            redirect = _redirect_of(exc)
-            if redirect is None:
-                raise
-            ask = ask_target(redirect)
-        if ask is None:
-            _backoff(client, attempt)
-    raise ServerError(f"no node would take {plan.name!r} after {ATTEMPTS} attempts")
+    """``run(node, asking)`` on the node owning the call's slot (see
+    :func:`luapipe.cluster.on_slot_node`). A call that may have run
+    (:class:`OutcomeUnknown`) is never sent again."""
+    return cluster.on_slot_node(
+        client,
+        plan_slot(plan, client, env),
+        run,
+        _form_did_not_run,
+        attempts=ATTEMPTS,
+        what=repr(plan.name),
+    )
+
+
+def _form_did_not_run(exc: Exception) -> str | None:
+    """A connection refused before sending (""), or a redirect reply raised as a form's
+    error (its text); anything else, OutcomeUnknown above all, is not retried."""
+    if isinstance(exc, OutcomeUnknown):
+        return None
+    if isinstance(exc, ConnectionFailed):
+        return ""
+    return _redirect_of(exc) if isinstance(exc, ScriptRuntimeError | ServerError) else None
 
 
 def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) -> RunResult:

@@ -31,7 +31,7 @@ from luapipe.errors import (
     CrossSlotError,
     ServerError,
 )
-from luapipe.registry import CLUSTER_HINT, REDIRECT_ATTEMPTS, refresh_later
+from luapipe.registry import CLUSTER_HINT, REDIRECT_ATTEMPTS
 
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
@@ -122,7 +122,7 @@ class ScriptPipeline(EntryQueue, CoreCommands):
                 return results
             asks = {i: a for i in pending if (a := results[i].ask) is not None}
             if len(asks) < len(pending):  # ASK goes on at once; other redirects wait for
-                refresh_later(self.client, attempt)  # the new slot map
+                cluster.refresh_later(self.client, attempt)  # the new slot map
         for i in pending:
             results[i] = ServerError(f"no node would take this command: {results[i]}")
         return results

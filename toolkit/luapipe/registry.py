@@ -17,9 +17,7 @@ a dropped connection (see :mod:`luapipe.transport`).
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import time
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,20 +263,19 @@ class ScriptRegistry:
                 return self._call_node(client, script, keys, args)
             except cluster.Redirect as exc:
                 raise ServerError(f"{exc}: this server is a cluster node; {CLUSTER_HINT}") from None
-        slot = cluster.slot_of(client, keys)
-        last: Exception | None = None
-        ask: str | None = None
-        for attempt in range(REDIRECT_ATTEMPTS):
-            asked = cluster.node_by_address(client, ask) if ask is not None else None
-            node = asked or cluster.node_client(client, slot, read_only=script.read_only)
-            try:
-                return self._call_node(node[1], script, keys, args, asking=asked is not None)
-            except (cluster.Redirect, ConnectionFailed) as exc:  # it did not run: safe to retry
-                last = exc
-                ask = exc.ask if isinstance(exc, cluster.Redirect) else None
-                if ask is None:  # ASK: go to the importing node now; else wait for the map
-                    refresh_later(client, attempt)
-        raise ServerError(f"no node would take script {name!r} (slot {slot}): {last}")
+
+        def run(node: redis.Redis, asking: bool) -> Any:
+            return self._call_node(node, script, keys, args, asking=asking)
+
+        return cluster.on_slot_node(
+            client,
+            cluster.slot_of(client, keys),
+            run,
+            _did_not_run,
+            attempts=REDIRECT_ATTEMPTS,
+            what=f"script {name!r}",
+            read_only=script.read_only,
+        )
 
     def _call_node(
         self,
@@ -347,11 +344,11 @@ def is_async_client(client: object) -> bool:
     return isinstance(client, redis.asyncio.Redis | redis.asyncio.RedisCluster)
 
 
-def refresh_later(client: Any, attempt: int) -> None:
-    """Back off (a failover takes a moment) and re-read the slot map."""
-    time.sleep(min(0.05 * 2**attempt, 1.0))
-    with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
-        cluster.refresh(client)  # the next attempt refreshes again
+def _did_not_run(exc: Exception) -> str | None:
+    """A redirect (its text) or a connection refused before sending (""): safe to retry."""
+    if isinstance(exc, cluster.Redirect):
+        return str(exc)
+    return "" if isinstance(exc, ConnectionFailed) else None
 
 
 def _raise_or_return(result: Any) -> Any:
