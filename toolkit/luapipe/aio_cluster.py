@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -28,15 +29,24 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from luapipe.aio import Moved, call_on, run_plan
 from luapipe.aio_transport import AsyncSession, open_connection
 from luapipe.cluster import reads_from_replicas
-from luapipe.core import Entry, Redirect, ScriptCall
+from luapipe.core import Entry, Redirect, ScriptCall, ask_target
 from luapipe.errors import ConnectionFailed, CrossSlotError, ServerError, translate
 from luapipe.registry import REDIRECT_ATTEMPTS
 from luapipe.script import Value
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from luapipe.registry import ScriptRegistry
 
-__all__ = ["cluster_call", "cluster_pipeline", "node_by_address", "node_session", "node_sessions"]
+__all__ = [
+    "cluster_call",
+    "cluster_pipeline",
+    "node_by_address",
+    "node_session",
+    "node_sessions",
+    "on_slot_node_async",
+]
 
 
 class node_session:  # lower case: used like a function
@@ -131,26 +141,60 @@ async def node_by_address(client: RedisCluster, address: str) -> ClusterNode | N
     return node
 
 
+async def on_slot_node_async(
+    client: RedisCluster,
+    slot: int | None,
+    run: Callable[[ClusterNode, bool], Awaitable[T]],
+    redirect_of: Callable[[Exception], str | None],
+    *,
+    attempts: int,
+    what: str,
+    read_only: bool = False,
+) -> T:
+    """The twin of :func:`luapipe.cluster.on_slot_node`: ``await run(node, asking)`` on the
+    slot's node, again while ``redirect_of`` says it did not run; an ASK at once."""
+    last: Exception | None = None
+    ask: str | None = None
+    for attempt in range(attempts):
+        asked = await node_by_address(client, ask) if ask is not None else None
+        try:
+            return await run(asked or _node_for(client, slot, read_only=read_only), bool(asked))
+        except Exception as exc:
+            redirect = redirect_of(exc)
+            if redirect is None:
+                raise
+            last, ask = exc, ask_target(redirect)
+        if ask is None:  # ASK: go to the importing node now; else wait for the map
+            await _refresh_later(client, attempt)
+    raise ServerError(f"no node would take {what} (slot {slot}): {last}")
+
+
+def _did_not_run(exc: Exception) -> str | None:
+    """A redirect (its text) or a connection refused before sending (""): safe to retry."""
+    if isinstance(exc, Moved):
+        return str(exc)
+    return "" if isinstance(exc, ConnectionFailed) else None
+
+
 async def cluster_call(registry: ScriptRegistry, client: RedisCluster, call: ScriptCall) -> Any:
     """One script call on the node owning its slot; a redirect or a refused connection
     (it did not run) refreshes the slot map and sends it again. An ASK sends it at once to
     the node named, after ASKING (the map would name the migrating node again)."""
     await client.initialize()
-    slot = _slot_of(client, call.keys, f"script {call.script.name!r}")
-    last: Exception | None = None
-    ask: str | None = None
-    for attempt in range(REDIRECT_ATTEMPTS):
-        try:
-            asked = await node_by_address(client, ask) if ask is not None else None
-            node = asked or _node_for(client, slot, read_only=call.script.read_only)
-            async with node_session(client, node) as s:
-                return await call_on(registry, s, call, asking=asked is not None)
-        except (Moved, ConnectionFailed) as exc:  # nothing ran on that node
-            last = exc
-            ask = exc.ask if isinstance(exc, Moved) else None
-            if ask is None:  # ASK: go to the importing node now; else wait for the map
-                await _refresh_later(client, attempt)
-    raise ServerError(f"no node would take script {call.script.name!r} (slot {slot}): {last}")
+
+    async def run(node: ClusterNode, asking: bool) -> Any:
+        async with node_session(client, node) as s:
+            return await call_on(registry, s, call, asking=asking)
+
+    return await on_slot_node_async(
+        client,
+        _slot_of(client, call.keys, f"script {call.script.name!r}"),
+        run,
+        _did_not_run,
+        attempts=REDIRECT_ATTEMPTS,
+        what=f"script {call.script.name!r}",
+        read_only=call.script.read_only,
+    )
 
 
 async def _entry_slot(client: RedisCluster, entry: Entry) -> int | None:

@@ -31,16 +31,19 @@ from typing import Any, TypeVar
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from luapipe import clientforms, serverforms, transport
-from luapipe.aio_cluster import _node_for, _refresh_later, node_by_address, node_session
+from luapipe.aio_cluster import (
+    _node_for,
+    _refresh_later,
+    node_by_address,
+    node_session,
+    on_slot_node_async,
+)
 from luapipe.aio_forms import drive_async, transaction_async
 from luapipe.aio_transport import AsyncSession
-from luapipe.clusterforms import ATTEMPTS, _redirect_of, group, plan_slot, settle
-from luapipe.core import ask_target
+from luapipe.clusterforms import ATTEMPTS, _form_did_not_run, group, plan_slot, settle
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
-    OutcomeUnknown,
-    ScriptRuntimeError,
     ServerError,
 )
 from luapipe.plan import Env, Plan, RunResult
@@ -211,28 +214,15 @@ async def _on_slot_node(
     env: Env,
     run: Callable[[ClusterNode, bool], Awaitable[T]],
 ) -> T:
-    """The twin of :func:`luapipe.clusterforms._on_slot_node`: ``run(node, asking)`` on the
-    slot's node, again after a redirect reply (it did not run), at once where an ASK
-    points; never again after :class:`OutcomeUnknown`."""
-    slot = plan_slot(plan, client, env)  # CrossSlotError before sending
-    ask: str | None = None
-    for attempt in range(ATTEMPTS):
-        asked = await node_by_address(client, ask) if ask is not None else None
-        ask = None
-        try:
-            return await run(asked or _node_for(client, slot), asked is not None)
-        except OutcomeUnknown:
-            raise
-        except ConnectionFailed:  # nothing was sent
-            pass
-        except (ScriptRuntimeError, ServerError) as exc:
-            redirect = _redirect_of(exc)
-            if redirect is None:
-                raise
-            ask = ask_target(redirect)
-        if ask is None:
-            await _refresh_later(client, attempt)
-    raise ServerError(f"no node would take {plan.name!r} after {ATTEMPTS} attempts")
+    """The twin of :func:`luapipe.clusterforms._on_slot_node`."""
+    return await on_slot_node_async(
+        client,
+        plan_slot(plan, client, env),  # CrossSlotError before sending
+        run,
+        _form_did_not_run,
+        attempts=ATTEMPTS,
+        what=repr(plan.name),
+    )
 
 
 async def run_cluster_async(
