@@ -10,7 +10,7 @@ import redis
 import redis.asyncio.cluster as acluster
 import redis.cluster
 
-from luapipe.script import LuaScript
+from luapipe.scripts.script import LuaScript
 
 if TYPE_CHECKING:
     from luapipe.bench.cluster import EmbeddedCluster

@@ -18,8 +18,8 @@ from typing import Any
 import redis
 
 from luapipe.bench.server import EmbeddedRedis
-from luapipe.registry import ScriptRegistry
-from luapipe.script import LuaScript
+from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
 
 SCRIPT = LuaScript.from_source(
     "bump", "-- @key k\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"

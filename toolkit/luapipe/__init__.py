@@ -9,11 +9,10 @@ The public API (pinned by ``tests/test_api.py``; names are never renamed)::
 
 from __future__ import annotations
 
-from luapipe.aio import AsyncScriptPipeline
+from luapipe import _moved
+from luapipe.bench.recommend import Recommendation, recommend
 from luapipe.bench.results import BenchResult
 from luapipe.bench.runner import BenchConfig, run_bench
-from luapipe.clustersafety import Safety, cluster_safety
-from luapipe.deploy import DeployReport, Drift, deploy
 from luapipe.errors import (
     AuthenticationFailed,
     BusyError,
@@ -34,16 +33,18 @@ from luapipe.errors import (
     TransactionAborted,
     UnknownScriptError,
 )
-from luapipe.forms import RunResult
-from luapipe.generate import GeneratedFiles, generate_files
-from luapipe.lint import LintIssue, lint_scripts
-from luapipe.operation import Operation
-from luapipe.pipeline import ScriptPipeline
-from luapipe.recommend import Recommendation, recommend
-from luapipe.registry import NodeStatus, ScriptRegistry, ScriptState
-from luapipe.script import LuaScript, Param
-from luapipe.spec import load_operation, load_operations, parse_operation
-from luapipe.verify import Case, Mismatch, VerifyReport, verify
+from luapipe.operations.clustersafety import Safety, cluster_safety
+from luapipe.operations.forms import RunResult
+from luapipe.operations.generate import GeneratedFiles, generate_files
+from luapipe.operations.operation import Operation
+from luapipe.operations.spec import load_operation, load_operations, parse_operation
+from luapipe.operations.verify import Case, Mismatch, VerifyReport, verify
+from luapipe.scripts.aio import AsyncScriptPipeline
+from luapipe.scripts.deploy import DeployReport, Drift, deploy
+from luapipe.scripts.lint import LintIssue, lint_scripts
+from luapipe.scripts.pipeline import ScriptPipeline
+from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
+from luapipe.scripts.script import LuaScript, Param
 
 __all__ = [
     "AsyncScriptPipeline",
@@ -96,3 +97,5 @@ __all__ = [
     "verify",
 ]
 __version__ = "0.1.0"
+
+_moved.install()

@@ -29,9 +29,9 @@ import redis.asyncio
 
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.errors import LuapipeError
-from luapipe.loader import discover
-from luapipe.registry import ScriptRegistry, bundled_scripts_dir
-from luapipe.script import LuaScript
+from luapipe.scripts.loader import discover
+from luapipe.scripts.registry import ScriptRegistry, bundled_scripts_dir
+from luapipe.scripts.script import LuaScript
 
 __all__ = ["Chaos", "RunCounts", "ScriptRuns", "find_scripts_dir", "is_active"]
 

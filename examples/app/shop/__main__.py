@@ -8,7 +8,7 @@ import asyncio
 import redis.asyncio
 
 from luapipe import ScriptRegistry
-from luapipe.aio import load_async
+from luapipe.scripts.aio import load_async
 from shop.server import serve
 from shop.service import Shop
 

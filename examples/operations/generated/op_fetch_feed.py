@@ -22,8 +22,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe import aio_forms as _a
-from luapipe import forms as _f
+from luapipe.operations import aio_forms as _a
+from luapipe.operations import forms as _f
 from luapipe import runtime as _rt
 
 NAME = "fetch_feed"

@@ -6,7 +6,7 @@
 ``function_steps``: each yields one batch of commands per round trip) into one generator of
 the same kind: every round trip carries the current batch of every call still running,
 concatenated into one write, and the replies are split back per call. It does no I/O
-itself; :func:`~luapipe.plan.drive` sends it on one ``transport.session``.
+itself; :func:`~luapipe.operations.plan.drive` sends it on one ``transport.session``.
 
 A call that fails (an error reply, a conversion error) stops alone; the others run on, and
 its error is in its :class:`Outcome`, so the caller raises the first one after the batch
@@ -25,11 +25,12 @@ from typing import Any
 
 import redis
 
-from luapipe import clientforms, serverforms, transport
-from luapipe.cluster import is_cluster
 from luapipe.errors import LuapipeError
-from luapipe.forms import bind, plan_of
-from luapipe.plan import Cmd, Steps, drive, wire
+from luapipe.operations import clientforms, serverforms
+from luapipe.operations.forms import bind, plan_of
+from luapipe.operations.plan import Cmd, Steps, drive, wire
+from luapipe.wire import sync as transport
+from luapipe.wire.routing import is_cluster
 
 __all__ = ["CLUSTER_REFUSAL", "Outcome", "first_error", "lockstep", "run_batch"]
 

@@ -32,11 +32,11 @@ from luapipe.bench.workloads import (
     Workload,
     zipf_exponent,
 )
-from luapipe.cluster import is_cluster
-from luapipe.clusterforms import invariant_of, run_op
-from luapipe.clustersafety import safety_for, skipped_forms
 from luapipe.errors import LuapipeError
-from luapipe.libraries import LibrarySnapshot, restore_library, snapshot_library
+from luapipe.operations.clusterforms import invariant_of, run_op
+from luapipe.operations.clustersafety import safety_for, skipped_forms
+from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
+from luapipe.wire.routing import is_cluster
 
 __all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads"]
 
@@ -53,7 +53,7 @@ def catalogue_dir() -> Path:
 
 @dataclass(frozen=True)
 class OperationWorkload:
-    op: Any  # luapipe.operation.Operation
+    op: Any  # luapipe.operations.operation.Operation
     contention: str = "spread"
     pool: int = 64
     seed: int = 1
@@ -227,7 +227,7 @@ def resolve_workloads(
                     f"unknown operation {name!r}: not a file, not built in "
                     f"({', '.join(BUILTINS)}), not in the catalogue ({', '.join(known)})"
                 )
-            from luapipe.spec import load_operation
+            from luapipe.operations.spec import load_operation
 
             op = load_operation(path)
             out.append(OperationWorkload(op, contention=contention, seed=seed, batch=batch))

@@ -3,7 +3,7 @@
 On a cluster the harness uses a ``redis.cluster.RedisCluster`` for the keyspace (reset,
 invariants), sums ``INFO commandstats`` over the primaries, counts round trips on every
 node's connections, and skips the forms that cannot run with a workload's keys (see
-:mod:`luapipe.clustersafety`), naming the reason.
+:mod:`luapipe.operations.clustersafety`), naming the reason.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Recommendations for a results dict, withheld where a form has too few samples.
 
-:func:`luapipe.recommend.recommend` picks the fastest correct form; with a handful of calls
+:func:`luapipe.bench.recommend.recommend` picks the fastest correct form; with a handful of calls
 (a very short run, or an open loop at a low ``--rate``) that pick is noise. A point where
 any form finished fewer than :data:`MIN_CALLS` timed calls gets no form, and says so.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from luapipe.recommend import Recommendation, recommend
+from luapipe.bench.recommend import Recommendation, recommend
 
 __all__ = ["MIN_CALLS", "recommendations"]
 

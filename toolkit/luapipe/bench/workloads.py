@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import redis
 
 from luapipe.bench.benchkeys import delete_matching, key, patterns
-from luapipe.libraries import LibrarySnapshot, restore_library, snapshot_named
+from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_named
 
 __all__ = [
     "ATOMIC_FORMS",
@@ -279,7 +279,7 @@ class UpdateTokenWorkload:
     def cluster_skips(self, client: Any) -> dict[str, str]:
         """Its keys are fixed names (Redis in Action): on a cluster they are in several slots,
         so the atomic forms cannot run."""
-        from luapipe.clustersafety import slot
+        from luapipe.operations.clustersafety import slot
 
         login, recent, views, per_token = self.key_names
         keys = (login, recent, f"{per_token}0", views)

@@ -1,0 +1,198 @@
+"""asyncio on a real 3-primary cluster: routed by slot, each node loads once, exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import pytest
+import redis
+import redis.asyncio.cluster as acluster
+import redis.cluster
+
+from luapipe.bench.cluster import EmbeddedCluster
+from luapipe.bench.server import free_port
+from luapipe.errors import CrossSlotError
+from luapipe.scripts import aio
+from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
+
+from ..helpers import arun as run
+
+pytestmark = pytest.mark.cluster
+T = TypeVar("T")
+
+COUNTER = LuaScript.from_source(
+    "counted", "-- @key ran\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"
+)
+TWO_KEYS = LuaScript.from_source(
+    "pair",
+    "-- @key a\n-- @key b\nreturn redis.call('INCR', KEYS[1]) + redis.call('INCR', KEYS[2])\n",
+)
+# slots 15495, 3300, 7365, 11298, 15363, 3168: two keys on each of the three primaries
+KEYS = ["a", "b", "c", "d", "e", "f"]
+
+
+@pytest.fixture
+def sync_nodes(cluster: EmbeddedCluster) -> Iterator[list[redis.Redis]]:
+    nodes = [redis.Redis(port=p) for p in cluster.ports]
+    for n in nodes:
+        n.flushall()
+        n.script_flush()
+        n.config_resetstat()
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def stat(nodes: list[redis.Redis], command: str) -> list[int]:
+    out = []
+    for n in nodes:
+        entry = n.info("commandstats").get(f"cmdstat_{command}")
+        out.append(int(entry["calls"]) if entry else 0)
+    return out
+
+
+@pytest.fixture
+def reg() -> ScriptRegistry:
+    return ScriptRegistry([COUNTER, TWO_KEYS])
+
+
+def test_calls_route_by_slot_and_each_node_loads_once(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> list[Any]:
+        return [await reg.call(c, "counted", keys=[k], args=[1]) for _ in range(3) for k in KEYS]
+
+    assert run(cluster, body) == [1] * 6 + [2] * 6 + [3] * 6
+    loads = stat(sync_nodes, "script|load")
+    assert loads == [1, 1, 1]  # every node owns some of the keys, each loaded exactly once
+    assert sum(stat(sync_nodes, "evalsha")) == 18
+
+
+def test_flush_on_every_node_still_runs_each_call_once(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> list[Any]:
+        for k in KEYS:
+            await reg.call(c, "counted", keys=[k], args=[1])
+        for n in sync_nodes:  # behind the registry's back: it thinks they are still cached
+            n.script_flush()
+        return [await reg.call(c, "counted", keys=[k], args=[1]) for k in KEYS]
+
+    assert run(cluster, body) == [2] * 6
+    assert stat(sync_nodes, "script|load") == [1, 1, 1]  # once per node, before the flush
+    assert stat(sync_nodes, "eval") == [1, 1, 1]  # the first call after it: EVAL, once
+
+
+def test_cross_slot_keys_are_refused_before_sending(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> Any:
+        with pytest.raises(CrossSlotError, match="hash tag"):
+            await reg.call(c, "pair", keys=["a", "b"])
+        return await reg.call(c, "pair", keys=["{u1}a", "{u1}b"])
+
+    assert run(cluster, body) == 2
+    assert sum(stat(sync_nodes, "evalsha")) == 1
+
+
+def test_pipeline_splits_per_node_and_keeps_order(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> tuple[Any, ...]:
+        async with reg.pipeline(c) as p:
+            for k in KEYS:
+                p.call("counted", keys=[k], args=[2]).incr(f"plain-{k}")
+            first = await p.execute()
+            for k in KEYS:
+                p.call("counted", keys=[k], args=[2])
+            second = await p.execute()
+            return first, second, p.last_round_trips
+
+    first, second, trips = run(cluster, body)
+    assert first == [2, 1] * 6 and second == [4] * 6
+    assert trips == 3  # one per node, sent concurrently
+    assert sum(stat(sync_nodes, "evalsha")) == 12 and stat(sync_nodes, "script|exists") == [0] * 3
+
+
+def test_transaction_needs_one_slot(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> Any:
+        async with reg.pipeline(c, transaction=True) as p:
+            p.call("counted", keys=["a"], args=[1]).incr("b")
+            with pytest.raises(CrossSlotError, match="one slot"):
+                await p.execute()
+            p.call("counted", keys=["{t}a"], args=[1]).incr("{t}b")
+            return await p.execute()
+
+    assert run(cluster, body) == [1, 1]
+    assert sum(stat(sync_nodes, "exec")) == 1
+
+
+def test_load_and_status_visit_every_node(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> list[tuple[str, ...]]:
+        await aio.load_async(reg, c)
+        return [s.missing for s in await aio.status_async(reg, c)]
+
+    assert run(cluster, body) == [()] * 3
+    assert stat(sync_nodes, "script|load") == [2, 2, 2]
+
+
+def test_a_stale_slot_map_is_followed_and_the_call_runs_once(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> Any:
+        await c.initialize()
+        slot = c.keyslot("a")
+        owner = c.nodes_manager.slots_cache[slot][0]
+        other = next(n for n in c.get_primaries() if n.name != owner.name)
+        c.nodes_manager.slots_cache[slot] = [other]  # as after a resharding we missed
+        return await reg.call(c, "counted", keys=["a"], args=[5])
+
+    assert run(cluster, body) == 5
+    assert sum(stat(sync_nodes, "evalsha")) == 1  # refused with MOVED (not run), then ran once
+    assert sum(stat(sync_nodes, "script|load")) == 2  # loaded on the wrong node, then the owner
+
+
+def test_pipeline_follows_a_stale_slot_map_and_runs_each_entry_once(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> tuple[Any, ...]:
+        await c.initialize()
+        slot = c.keyslot("a")
+        owner = c.nodes_manager.slots_cache[slot][0]
+        other = next(n for n in c.get_primaries() if n.name != owner.name)
+        c.nodes_manager.slots_cache[slot] = [other]  # as after a resharding we missed
+        async with reg.pipeline(c) as p:
+            for k in KEYS:
+                p.call("counted", keys=[k], args=[1]).incr(f"{{{k}}}plain")
+            plain = await p.execute()
+            p.call("counted", keys=["{a}t"], args=[1]).incr("{a}u")
+            c.nodes_manager.slots_cache[slot] = [other]  # stale again, for the transaction
+            p.transaction = True
+            tx = await p.execute()
+        return plain, tx
+
+    plain, tx = run(cluster, body)
+    assert plain == [1, 1] * 6 and tx == [1, 1]
+    assert sum(stat(sync_nodes, "evalsha")) == 6  # the redirected ones were refused, not run
+    assert sum(stat(sync_nodes, "eval")) == 1  # the re-routed transaction ran once
+
+
+def test_a_node_that_refuses_connections_is_routed_around(
+    cluster: EmbeddedCluster, sync_nodes: list[redis.Redis], reg: ScriptRegistry
+) -> None:
+    async def body(c: acluster.RedisCluster) -> Any:
+        await c.initialize()
+        dead = acluster.ClusterNode("127.0.0.1", free_port(), server_type="primary")
+        c.nodes_manager.slots_cache[c.keyslot("b")] = [dead]  # as after a failover
+        return await reg.call(c, "counted", keys=["b"], args=[4])
+
+    assert run(cluster, body) == 4
+    assert sum(stat(sync_nodes, "evalsha")) == 1

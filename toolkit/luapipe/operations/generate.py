@@ -1,0 +1,272 @@
+"""Generate the Lua script, the Redis Function library and the Python module of an operation.
+
+Output is deterministic (no dates, no absolute paths, sorted nothing that has an order of
+its own), so regenerating an unchanged spec changes no byte. Values reach Lua only through
+KEYS and ARGV; constants written in the spec are escaped literals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from luapipe.operations.expr.compile import lua_expr, lua_wire, py_expr, py_wire
+from luapipe.operations.expr.parse import Type
+from luapipe.operations.operation import Expr, Operation, Read
+
+__all__ = [
+    "GeneratedFiles",
+    "generate_files",
+    "lua_body",
+    "lua_library",
+    "lua_script",
+    "python_module",
+    "write",
+]
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("luapipe.operations", "templates"),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,
+)
+_PY_TYPES = {"int": "int", "float": "float", "str": "str", "bool": "bool"}
+
+
+def _safe_comment(text: str) -> str:
+    """One-line comment text that is never a header declaration and never Jinja2.
+
+    The spec checker already refuses text with a line starting with ``@`` (the header
+    parser reads ``-- @key ...`` as a declaration); this is the second line of defence for
+    an :class:`Operation` built without it: a leading ``@`` is put in parentheses. Jinja2
+    markers are split too (generated files do not opt into templating, so they would not be
+    rendered anyway, but the text stays plain for readers and tools)."""
+    out = " ".join(text.split()).replace("\\", "/").replace('"', "'")
+    for marker in ("{%", "{{", "{#"):
+        out = out.replace(marker, marker[0] + " " + marker[1])
+    if out.startswith("@"):
+        out = f"({out})"
+    return out
+
+
+def _lua(e: Expr) -> str:
+    return lua_expr(e.node, e.types)
+
+
+def _lua_arg(e: Expr) -> str:
+    code = _lua(e)
+    kind = e.type.kind
+    if kind == "int":
+        return f"string.format('%d', {code})"
+    if kind == "float":
+        return f"_fmt({code})"
+    if kind == "bool":
+        return f"({code} and '1' or '0')"
+    return code
+
+
+def _lua_parse(t: Type, src: str) -> str:
+    return {"int": f"_pint({src})", "float": f"_num({src})", "bool": f"_bool({src})"}.get(
+        t.kind, src
+    )
+
+
+def _lua_read(r: Read) -> str:
+    call = ", ".join([repr(r.cmd), _lua(r.key), *(_lua_arg(a) for a in r.args)])
+    value = f"redis.call({call})"
+    conv = {"int": "_rint", "float": "_rflt"}.get(r.conv or "", "")
+    if r.reply == "list[str]":
+        value = f"_map({value}, {conv})" if conv else value
+    elif r.reply == "bool":
+        value = f"({value} == 1)"
+    elif r.reply == "float?":
+        value = f"_num(_nil({value}))"
+    elif r.reply in ("str?", "int?"):
+        value = f"{conv}(_nil({value}))" if conv else f"_nil({value})"
+    if r.default is not None:
+        value = f"_co({value}, {_lua(r.default)})"
+    if r.each is not None:
+        value = f"_map({_lua(r.each)}, function(v_it) return {value} end)"
+    return f"local v_{r.name} = {value}"
+
+
+def lua_body(op: Operation) -> str:
+    """The statements shared by the script and the function (KEYS/ARGV in, reply out)."""
+    out: list[str] = []
+    for i, k in enumerate(op.keys, start=1):
+        if k.variadic:
+            out.append(f"local v_{k.name} = {{}}")
+            out.append(f"for i = {i}, #KEYS do v_{k.name}[#v_{k.name} + 1] = KEYS[i] end")
+        else:
+            out.append(f"local v_{k.name} = KEYS[{i}]")
+    for i, a in enumerate(op.args, start=1):
+        if a.type.kind == "list":
+            assert a.type.elem is not None
+            item = f"_arg({_lua_parse(a.type.elem, 'ARGV[i]')}, {a.name!r})"
+            out.append(f"local v_{a.name} = {{}}")
+            out.append(f"for i = {i}, #ARGV do v_{a.name}[#v_{a.name} + 1] = {item} end")
+        else:
+            out.append(f"local v_{a.name} = _arg({_lua_parse(a.type, f'ARGV[{i}]')}, {a.name!r})")
+    out += [_lua_read(r) for r in op.reads]
+    out += [f"local v_{let.name} = {_lua(let.expr)}" for let in op.lets]
+    out.append("local _w = {}")
+    for w in op.writes:
+        cmd = "{" + ", ".join([repr(w.cmd), _lua(w.key), *(_lua_arg(a) for a in w.args)]) + "}"
+        stmt = f"_w[#_w + 1] = {cmd}"
+        if w.when is not None:
+            stmt = f"if {_lua(w.when)} then {stmt} end"
+        if w.each is not None:
+            stmt = f"for _, v_it in ipairs({_lua(w.each)}) do {stmt} end"
+        out.append(stmt)
+    rets = [lua_wire(_lua(r), r.type) for r in op.returns]
+    ret = "{" + ", ".join(rets) + "}" if op.returns_tuple else rets[0]
+    out.append(f"return _run(_w, {ret})")
+    return "\n".join(out) + "\n"
+
+
+def _context(op: Operation) -> dict[str, object]:
+    return {
+        "op": op,
+        "spec": _safe_comment(Path(op.path).name),
+        "description": _safe_comment(op.description or op.name),
+        "keys": [(k.name + ("..." if k.variadic else ""), _safe_comment(k.doc)) for k in op.keys],
+        "args": [
+            (
+                a.name + ("..." if a.type.kind == "list" else ""),
+                _safe_comment(f"({a.type}) {a.doc}"),
+            )
+            for a in op.args
+        ],
+        "returns": _safe_comment(", ".join(r.text for r in op.returns)),
+        "prelude": _ENV.get_template("prelude.lua.j2").render(),
+        "body": lua_body(op),
+    }
+
+
+def lua_script(op: Operation) -> str:
+    text = _ENV.get_template("script.lua.j2").render(**_context(op))
+    assert not any(m in text for m in ("{%", "{{", "{#")), "generated Lua looks like a template"
+    return text
+
+
+def function_name(op: Operation) -> str:
+    """Named after the code, so a changed library is never called by an old name."""
+    digest = hashlib.sha1((_ENV.get_template("prelude.lua.j2").render() + lua_body(op)).encode())
+    return f"{op.name}_{digest.hexdigest()[:10]}"
+
+
+def lua_library(op: Operation) -> str:
+    ctx = _context(op)
+    ctx["body"] = "".join(
+        f"    {line}\n" if line else "\n" for line in str(ctx["body"]).split("\n")[:-1]
+    )
+    return _ENV.get_template("library.lua.j2").render(**ctx, function_name=function_name(op))
+
+
+def _py(e: Expr) -> str:
+    return py_expr(e.node, e.types)
+
+
+def _py_arg(e: Expr) -> str:
+    code = _py(e)
+    kind = e.type.kind
+    return {
+        "int": f"str({code})",
+        "float": f"_rt.fmt({code})",
+        "bool": f"('1' if {code} else '0')",
+    }.get(kind, code)
+
+
+def _py_read(r: Read) -> str:
+    conv = {"int": "_rt.rint", "float": "_rt.rflt"}.get(r.conv or "", "")
+    value = {
+        "list[str]": f"[{conv}(_rt.text(x)) for x in _f.flat(r)]"
+        if conv
+        else "[_rt.text(x) for x in _f.flat(r)]",
+        "bool": "(r in (1, True))",
+        "float?": "_f.score(r)",
+        "int?": "r",
+        "int": "r",
+        "str?": f"{conv}(_f.opt_text(r))" if conv else "_f.opt_text(r)",
+    }[r.reply]
+    if r.default is not None:
+        value = f"_rt.co({value}, {_py(r.default)})"
+    args = "".join(f", lambda e: {_py_arg(a)}" for a in r.args)
+    each = f"lambda e: {_py(r.each)}" if r.each else "None"
+    return (
+        f"_f.ReadStep({r.name!r}, {r.level}, {r.cmd!r}, lambda e: {_py(r.key)}, "
+        f"({args.lstrip(', ')}{',' if len(r.args) == 1 else ''}), {each}, lambda r, e: {value})"
+    )
+
+
+def _py_type(t: Type) -> str:
+    if t.kind == "list":
+        assert t.elem is not None
+        return f"list[{_PY_TYPES[t.elem.kind]}]"
+    return _PY_TYPES[t.kind]
+
+
+def _lines(text: str) -> str:
+    parts = text.splitlines(keepends=True)
+    return "(\n" + "".join(f"    {line!r}\n" for line in parts) + ")"
+
+
+def python_module(op: Operation) -> str:
+    ctx = _context(op)
+    rets = [py_wire(_py(r), r.type) for r in op.returns]
+    ctx.update(
+        reads=[_py_read(r) for r in op.reads],
+        lets=[f"({x.name!r}, lambda e: {_py(x.expr)})" for x in op.lets],
+        writes=[
+            f"_f.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
+            + "".join(f"lambda e: {_py_arg(a)}, " for a in w.args).rstrip(" ")
+            + f"), {'lambda e: ' + _py(w.when) if w.when else 'None'}, "
+            + f"{'lambda e: ' + _py(w.each) if w.each else 'None'})"
+            for w in op.writes
+        ],
+        ret="[" + ", ".join(rets) + "]" if op.returns_tuple else rets[0],
+        sig_keys=[(k.name, "list[str]" if k.variadic else "str") for k in op.keys],
+        sig_args=[(a.name, _py_type(a.type)) for a in op.args],
+        lua_script=_lines(lua_script(op)),
+        lua_library=_lines(lua_library(op)),
+        function_name=function_name(op),
+        invariant=f"lambda e: {_py(op.invariant.check)}" if op.invariant else "None",
+        round_trips={f: op.round_trips(f) for f in op.forms},
+    )
+    return _ENV.get_template("module.py.j2").render(**ctx)
+
+
+@dataclass(frozen=True)
+class GeneratedFiles:
+    lua: Path
+    python: Path
+    changed: tuple[Path, ...]
+
+
+def write(op: Operation, out: str | Path, py_out: str | Path | None = None) -> GeneratedFiles:
+    """Write ``op_<name>.lua`` into ``out`` and ``op_<name>.py`` into ``py_out`` (default
+    ``out``); files whose content is unchanged are not touched."""
+    lua_path = Path(out) / f"op_{op.name}.lua"
+    py_path = Path(py_out if py_out is not None else out) / f"op_{op.name}.py"
+    changed: list[Path] = []
+    for path, text in ((lua_path, op.lua_source), (py_path, op.python_source)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    return GeneratedFiles(lua_path, py_path, tuple(changed))
+
+
+def generate_files(
+    paths: Sequence[str | Path], out: str | Path, py_out: str | Path | None = None
+) -> list[GeneratedFiles]:
+    """Check every spec first (nothing is written if any has a problem), then write."""
+    from luapipe.operations.spec import load_operations
+
+    return [write(op, out, py_out) for op in load_operations(paths)]

@@ -1,0 +1,171 @@
+"""The data a generated module hands to the form runners, and reply normalisation.
+
+A :class:`Plan` holds the compiled Python of one operation (its expressions as lambdas over an
+environment dict) plus its generated Lua; replies are normalised so RESP2/RESP3 and
+``decode_responses`` give the same Python values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+import redis.exceptions as rex
+
+from luapipe import runtime as _rt
+from luapipe.errors import TransactionAborted
+from luapipe.wire import sync as transport
+
+__all__ = [
+    "Cmd",
+    "Plan",
+    "ReadStep",
+    "RunResult",
+    "TransactionAborted",
+    "WriteStep",
+    "Steps",
+    "check",
+    "drive",
+    "enc",
+    "encode",
+    "flat",
+    "opt_text",
+    "score",
+    "to_wire",
+    "wire",
+]
+
+Env = dict[str, Any]
+Fn = Callable[[Env], Any]
+Cmd = tuple[Any, ...]
+T = TypeVar("T")
+#: A form as an I/O-free generator: it yields a batch of commands (one round trip), is sent
+#: the replies (error replies as :class:`~luapipe.wire.sync.ReplyError` in their slots) and
+#: returns its result. :func:`drive` runs it on a sync session, ``aio_forms.drive_async`` on
+#: an async one: the same steps, commands and reply handling either way.
+Steps: TypeAlias = Generator[list[Cmd], list[Any], T]
+
+
+@dataclass(frozen=True)
+class ReadStep:
+    name: str
+    level: int
+    cmd: str
+    key: Fn
+    args: tuple[Fn, ...]
+    each: Fn | None
+    convert: Callable[[Any, Env], Any]
+
+
+@dataclass(frozen=True)
+class WriteStep:
+    cmd: str
+    key: Fn
+    args: tuple[Fn, ...]
+    when: Fn | None
+    each: Fn | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    keys: tuple[tuple[str, bool], ...]
+    args: tuple[tuple[str, str], ...]
+    reads: tuple[ReadStep, ...]
+    lets: tuple[tuple[str, Fn], ...]
+    writes: tuple[WriteStep, ...]
+    returns: Fn
+    lua_script: str
+    lua_library: str
+    function_name: str
+    read_only: bool
+    invariant: Fn | None = None
+
+    @property
+    def levels(self) -> int:
+        return max((r.level + 1 for r in self.reads), default=0)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One call: the reply, round trips and commands sent, WATCH retries."""
+
+    value: Any
+    form: str
+    round_trips: int
+    retries: int = 0
+
+
+# -- reply normalisation (RESP2/RESP3, decoded or not) ------------------------------------
+
+
+def flat(reply: Any) -> list[Any]:
+    if reply is None:
+        return []
+    if isinstance(reply, dict):
+        return [x for kv in reply.items() for x in kv]
+    return list(reply)
+
+
+def score(reply: Any) -> float | None:
+    if reply is None:
+        return None
+    return float(reply) if isinstance(reply, float) else float(_rt.text(reply))
+
+
+def opt_text(reply: Any) -> str | None:
+    return None if reply is None else _rt.text(reply)
+
+
+def wire(reply: Any) -> Any:
+    """A script/function reply as the Python forms return it."""
+    if isinstance(reply, list):
+        return [wire(x) for x in reply]
+    if reply is False:
+        return None
+    if reply is True:
+        return 1
+    if isinstance(reply, bytes | str):
+        return _rt.text(reply)
+    return reply
+
+
+def check(reply: Any) -> Any:
+    if isinstance(reply, rex.ResponseError):
+        reply = transport.ReplyError(transport.full_error_text(reply))
+    return transport.raise_for(reply)
+
+
+def enc(v: Any) -> Any:
+    return v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v
+
+
+def encode(cmds: Sequence[Cmd]) -> list[Cmd]:
+    """Commands as sent: every str as UTF-8 (surrogates kept) bytes."""
+    return [tuple(enc(x) for x in c) for c in cmds]
+
+
+def drive(steps: Steps[T], s: transport.Session, *, asking: bool = False) -> T:
+    """Run ``steps`` on one sync session: each yielded batch is one round trip (``asking``:
+    on the node an ASK redirect named, see :meth:`~luapipe.wire.sync.Session.execute`)."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send(s.execute(batch, asking=asking))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+# -- arguments ---------------------------------------------------------------------------
+
+
+def to_wire(v: Any) -> list[str]:
+    if isinstance(v, list):
+        return [x for item in v for x in to_wire(item)]
+    if isinstance(v, bool):
+        return ["1" if v else "0"]
+    if isinstance(v, float):
+        return [_rt.fmt(v)]
+    return [str(v)]

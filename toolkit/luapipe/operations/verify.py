@@ -1,0 +1,312 @@
+"""Prove the forms of an operation agree: same reply (or error) and same keyspace after.
+
+Each case is a random initial keyspace (missing keys, wrong types, edge numbers, TTLs) plus
+random keys and args. Every form runs from the same state; the reply and a typed dump of
+the keyspace (TYPE + typed read + TTL presence, no DUMP) are compared. The first mismatch is
+shrunk (keys removed while it persists) and reported as a reproducible case. Keys live
+under a namespace prefix, so verify never touches other keys of the database, and the
+function form's library (``luapipe_<name>``) is put back as it was afterwards, also after an
+error: deleted if verify loaded it, its old code restored if verify replaced it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from luapipe import runtime as _rt
+from luapipe.errors import LuapipeError
+from luapipe.operations.casegen import Case, KeyState, sample_case
+from luapipe.operations.clusterforms import execute_routed, run_op
+from luapipe.operations.clustersafety import safety_for, skipped_forms
+from luapipe.operations.libraries import restore_library, snapshot_library
+from luapipe.wire import routing as _cluster
+from luapipe.wire import sync as transport
+
+if TYPE_CHECKING:
+    from luapipe.operations.operation import Operation
+
+__all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case", "setup", "verify"]
+
+_CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EXECABORT")
+_ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*)?$")
+
+
+def error_code(exc: BaseException) -> str:
+    """What an error means, independent of the form that raised it."""
+    text = str(exc)
+    for code in _CODES:
+        if re.search(rf"\b{code}\b", text):
+            return code
+    m = _ERR.search(text)
+    return f"ERR {m[1]}" if m else type(exc).__name__
+
+
+def setup(client: redis.Redis, case: Case) -> None:
+    """Delete every key of ``case`` and write its initial state (one round trip; on a
+    cluster one per node that holds its keys)."""
+    if _cluster.is_cluster(client):
+        cmds: list[tuple[Any, ...]] = [("DEL", k) for k in case.universe]
+    else:
+        cmds = [("DEL", *case.universe)] if case.universe else []
+    for ks in case.state:
+        cmds.extend(ks.commands())
+    for reply in execute_routed(client, cmds)[0]:
+        transport.raise_for(reply)
+
+
+def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool], ...]:
+    """(key, type, value, has_ttl) for every key under ``namespace``, sorted."""
+    names = sorted(_rt.text(k) for k in client.scan_iter(match=_glob(namespace) + "*", count=1000))
+    if not names:
+        return ()
+    pipe = client.pipeline(transaction=False)
+    for k in names:
+        pipe.type(k)
+        pipe.pttl(k)
+    meta = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    types = [_rt.text(t) for t in meta[0::2]]
+    for k, t in zip(names, types, strict=True):
+        if t == "string":
+            pipe.get(k)
+        elif t == "hash":
+            pipe.hgetall(k)
+        elif t == "zset":
+            pipe.zrange(k, 0, -1, withscores=True)
+        elif t == "list":
+            pipe.lrange(k, 0, -1)
+        else:
+            pipe.smembers(k)
+    values = pipe.execute()
+    out = []
+    for k, t, v, ttl in zip(names, types, values, meta[1::2], strict=True):
+        out.append((k, t, _norm(t, v), int(ttl) >= 0))
+    return tuple(out)
+
+
+def _delete_namespace(client: redis.Redis, namespace: str) -> None:
+    keys = list(client.scan_iter(match=_glob(namespace) + "*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+def _glob(prefix: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", prefix)
+
+
+def _norm(t: str, v: Any) -> Any:
+    if t == "string":
+        return _rt.text(v)
+    if t == "hash":
+        return tuple(sorted((_rt.text(a), _rt.text(b)) for a, b in v.items()))
+    if t == "zset":
+        return tuple((_rt.text(m), float(s)) for m, s in v)
+    if t == "set":
+        return tuple(sorted(_rt.text(x) for x in v))
+    return tuple(_rt.text(x) for x in v)
+
+
+Outcome = tuple[str, Any]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Two forms disagreed on one (shrunk) case."""
+
+    case: Case
+    form_a: str
+    form_b: str
+    outcome_a: Outcome
+    outcome_b: Outcome
+    keyspace_a: tuple[Any, ...]
+    keyspace_b: tuple[Any, ...]
+    spec: str = "<spec>"  # the spec file, for the command that reproduces the case
+
+    def describe(self) -> str:
+        lines = [
+            f"case {self.case.index} (seed {self.case.seed}): {self.form_a} and {self.form_b} "
+            "disagree",
+            f"  keys: {dict(self.case.keys)}",
+            f"  args: {dict(self.case.args)}",
+            "  initial keyspace:" + ("" if self.case.state else " (empty)"),
+        ]
+        lines += [f"    {cmd}" for ks in self.case.state for cmd in ks.commands()]
+        lines.append(f"  {self.form_a}: {self.outcome_a[0]} {self.outcome_a[1]!r}")
+        lines.append(f"  {self.form_b}: {self.outcome_b[0]} {self.outcome_b[1]!r}")
+        if self.keyspace_a != self.keyspace_b:
+            lines.append(f"  keyspace after {self.form_a}: {self.keyspace_a}")
+            lines.append(f"  keyspace after {self.form_b}: {self.keyspace_b}")
+        lines.append(
+            f"  reproduce: luapipe verify {shlex.quote(self.spec)} --seed {self.case.seed} "
+            f"--cases {self.case.index + 1}"
+        )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of :func:`verify`; ``ok`` when every case agreed in every form."""
+
+    operation: str
+    forms: tuple[str, ...]
+    cases: int
+    seconds: float
+    seed: int
+    errors_agreed: int = 0
+    mismatch: Mismatch | None = None
+    skipped: tuple[str, ...] = field(default=())  # "form (why)": forms that could not run
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatch is None
+
+    def summary(self) -> str:
+        status = "ok" if self.ok else "MISMATCH"
+        skipped = f"; skipped {', '.join(self.skipped)}" if self.skipped else ""
+        return (
+            f"{self.operation}: {status}: {self.cases} cases x {len(self.forms)} forms "
+            f"({', '.join(self.forms)}) in {self.seconds:.1f}s, seed {self.seed}; "
+            f"{self.errors_agreed} cases failed identically in every form{skipped}"
+        )
+
+
+def _run_one(op: Operation, client: redis.Redis, form: str, case: Case) -> tuple[Outcome, Any]:
+    setup(client, case)
+    try:
+        outcome: Outcome = ("ok", run_op(op, client, form, case.keys_dict, case.args_dict).value)
+    except LuapipeError as exc:
+        outcome = ("error", error_code(exc))
+    return outcome, dump(client, case.namespace)
+
+
+def _compare(
+    op: Operation, client: redis.Redis, forms: tuple[str, ...], case: Case
+) -> tuple[Mismatch | None, Outcome]:
+    ref_form, (ref, ref_dump) = forms[0], _run_one(op, client, forms[0], case)
+    for form in forms[1:]:
+        out, ks = _run_one(op, client, form, case)
+        if out != ref or ks != ref_dump:
+            return Mismatch(case, ref_form, form, ref, out, ref_dump, ks), ref
+    return None, ref
+
+
+def _first_difference(
+    op: Operation, client: redis.Redis, forms: tuple[str, ...], case: Case
+) -> Mismatch | None:
+    return _compare(op, client, forms, case)[0]
+
+
+def _shrink(op: Operation, client: redis.Redis, forms: tuple[str, ...], m: Mismatch) -> Mismatch:
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(m.case.state)):
+            smaller = m.case.without(i)
+            found = _first_difference(op, client, forms, smaller)
+            if found is not None:
+                m, changed = found, True
+                break
+    return m
+
+
+def _is_fake(client: redis.Redis) -> bool:
+    return type(client).__module__.startswith("fakeredis")
+
+
+def verify(
+    op: Operation,
+    client: redis.Redis,
+    cases: int = 200,
+    seed: int = 1,
+    forms: tuple[str, ...] | None = None,
+    namespace: str | None = None,
+    spec: str | None = None,
+) -> VerifyReport:
+    """Run ``cases`` random cases through every form; never raises on a mismatch.
+
+    On a cluster the default namespace is one hash tag, so every form can run; forms that
+    cannot run with the keys of some case (keys in several slots, computed keys without the
+    tag) are skipped and named with the reason in ``skipped``. ``spec`` is the spec path a
+    mismatch's "reproduce" line names (default: the operation's own path). The function
+    library is left as verify found it (see the module docstring)."""
+    use = tuple(forms or op.forms)
+    skipped: tuple[str, ...] = ()
+    if _is_fake(client) and op.read_only and "script" in use:
+        # fakeredis rejects the '#!lua flags=no-writes' line a read-only script needs
+        use, skipped = tuple(f for f in use if f != "script"), ("script (fakeredis: no #!lua)",)
+    ns = namespace if namespace is not None else default_namespace(op, client, seed)
+    rng = random.Random(seed)
+    samples = [sample_case(op, rng, ns, seed=seed, index=i) for i in range(cases)]
+    unsafe = skipped_forms([safety_for(op, client, c.keys_dict, c.args_dict) for c in samples])
+    by_reason: dict[str, list[str]] = {}
+    for f, why in unsafe.items():
+        if f in use:
+            by_reason.setdefault(why, []).append(f)
+    skipped += tuple(f"{', '.join(fs)} ({why})" for why, fs in by_reason.items())
+    use = tuple(f for f in use if f not in unsafe)
+    start = time.monotonic()
+    errors = 0
+    done = 0
+    mismatch = None
+    library = snapshot_library(op, client) if "function" in use else None
+    failed = True
+    try:
+        for case in samples:
+            found, ref = _compare(op, client, use, case)
+            done += 1
+            if found is not None:
+                mismatch = _shrink(op, client, use, found)
+                break
+            errors += ref[0] == "error"
+        failed = False
+    finally:
+        for cleanup in (partial(_delete_namespace, client, ns), partial(restore_library, library)):
+            try:
+                cleanup()
+            except redis.RedisError:
+                if not failed:  # never hide the error that stopped verify behind this one
+                    raise
+    if mismatch is not None:
+        where = spec if spec is not None else op.path
+        mismatch = replace(mismatch, spec=where or "<spec>")
+    return VerifyReport(
+        op.name, use, done, time.monotonic() - start, seed, errors, mismatch, skipped
+    )
+
+
+def default_namespace(op: Operation, client: Any, seed: int) -> str:
+    """Where verify's keys live; on a cluster one hash tag, so every key shares a slot."""
+    if _cluster.is_cluster(client):
+        return f"luapipe:verify:{{{op.name}:{seed}}}:"
+    return f"luapipe:verify:{op.name}:{seed}:"
+
+
+def outcome_of(
+    op: Operation, client: redis.Redis, form: str, keys: Mapping[str, Any], args: Mapping[str, Any]
+) -> Outcome:
+    try:
+        return ("ok", run_op(op, client, form, keys, args).value)
+    except LuapipeError as exc:
+        return ("error", error_code(exc))
+
+
+def verify_files(
+    paths: Sequence[str], client: redis.Redis, *, cases: int = 200, seed: int = 1
+) -> list[VerifyReport]:
+    """Load every spec first (all problems in one :class:`SpecError`), then verify each."""
+    from luapipe.operations.spec import load_operations
+
+    ops = load_operations(paths)
+    return [
+        verify(op, client, cases=cases, seed=seed, spec=str(path))
+        for op, path in zip(ops, paths, strict=True)
+    ]

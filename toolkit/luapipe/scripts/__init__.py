@@ -1,0 +1,1 @@
+"""Job 1, deployment: Lua files -> a registry -> calls and pipelines -> deploy and drift."""

@@ -1,0 +1,431 @@
+"""The logic of calling scripts, free of I/O: which commands to send, what replies mean.
+
+A :class:`Plan` turns queued entries (script calls and plain commands) into batches of
+wire commands and consumes their replies; a driver (sync in ``registry``/``pipeline``,
+async elsewhere) only sends each batch in one round trip and feeds the replies back::
+
+    plan = Plan(entries, known, node, transaction=False)
+    batch = plan.start()
+    while batch:
+        batch = plan.feed(send(batch))
+    results = plan.results
+
+Rules it enforces (see DESIGN.md "Semantics that must hold"):
+
+- non-transactional: scripts not known to be cached on that node get ``SCRIPT LOAD`` in the
+  same write, ahead of the batch; a call answered with the server's exact NOSCRIPT text did
+  not run, so only those calls are loaded and re-sent (bounded rounds); nothing else is.
+- transactional: scripts run as ``EVAL`` inside MULTI/EXEC, so EXEC never depends on the
+  cache (an EVALSHA of a missing script would fail alone while the rest commits).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, Self
+
+from redis.exceptions import ResponseError
+
+from luapipe.errors import (
+    BusyError,
+    CallArgumentError,
+    LuapipeError,
+    ScriptRuntimeError,
+    ScriptSyntaxError,
+    ServerError,
+    translate,
+)
+from luapipe.scripts.script import LuaScript, Value
+from luapipe.wire.sync import Command, ReplyError, full_error_text
+
+if TYPE_CHECKING:
+    from luapipe.scripts.registry import ScriptRegistry
+
+__all__ = [
+    "EntryQueue",
+    "KnownScripts",
+    "Plan",
+    "Redirect",
+    "ScriptCall",
+    "ask_target",
+    "cached_by_eval",
+    "exec_item",
+    "parse_lua_error",
+    "raise_first",
+    "script_error",
+    "script_result",
+]
+
+# Redis 7: "user_script:3: msg script: <sha>, on @user_script:3."; older Redis and fakeredis:
+# "Error running script (call to f_<sha>): @user_script:3: msg" or '[string "..."]:3: msg'.
+_LINE_TAG = re.compile(r'(?:user_script|\[string "[^"]*"\]):(\d+):\s*')
+_TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:(\d+)\.$")
+
+
+def cached_by_eval(reply: Any) -> bool:
+    """Whether an EVAL that got ``reply`` compiled the script (so it is cached now): a value,
+    or an error raised while the script ran; not a refusal before it ran (BUSY, NOPERM,
+    OOM, READONLY...) and not a compile error. A hint either way: a wrong guess costs one
+    NOSCRIPT round trip, never a second run."""
+    if not isinstance(reply, ReplyError):
+        return True
+    if reply.is_compile_error:
+        return False
+    return bool(_TRAILER.search(reply.text) or _LINE_TAG.search(reply.text))
+
+
+def parse_lua_error(text: str) -> tuple[int, str] | None:
+    """``(line, message)`` from a Lua compile or runtime error text, in any known format."""
+    tags = list(_LINE_TAG.finditer(text))
+    if not tags:
+        return None
+    last = tags[-1]
+    return int(last[1]), _TRAILER.sub("", text[last.end() :]).strip()
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """A queued script call."""
+
+    script: LuaScript
+    keys: tuple[Value, ...]
+    args: tuple[Value, ...]
+
+    def evalsha(self) -> Command:
+        verb = "EVALSHA_RO" if self.script.read_only else "EVALSHA"
+        return Command((verb, self.script.sha, len(self.keys), *self.keys, *self.args))
+
+    def eval(self) -> Command:
+        """EVAL (EVAL_RO): never answered by a genuine NOSCRIPT, and it caches the script."""
+        verb = "EVAL_RO" if self.script.read_only else "EVAL"
+        return Command((verb, self.script.source, len(self.keys), *self.keys, *self.args))
+
+
+class Redirect(Exception):
+    """A MOVED/ASK/TRYAGAIN/CLUSTERDOWN reply: the request did not run; route it again."""
+
+    @property
+    def ask(self) -> str | None:
+        """``host:port`` of an ``ASK`` reply: send it there once, after ASKING (the slot is
+        being migrated and this key has moved already); None for any other redirect."""
+        return ask_target(str(self))
+
+
+def ask_target(text: str) -> str | None:
+    """``host:port`` named by an ``ASK <slot> <host:port>`` error reply, else None."""
+    words = text.split()
+    return words[2] if len(words) == 3 and words[0] == "ASK" else None
+
+
+def load_command(script: LuaScript) -> Command:
+    return Command(("SCRIPT", "LOAD", script.source))
+
+
+class KnownScripts:
+    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def has(self, node: str, sha: str) -> bool:
+        shas = self._by_node.get(node)
+        return shas is not None and sha in shas
+
+    def add(self, node: str, sha: str) -> None:
+        with self._lock:
+            self._by_node.setdefault(node, set()).add(sha)
+
+    def discard(self, node: str, sha: str) -> None:
+        with self._lock:
+            self._by_node.get(node, set()).discard(sha)
+
+    def forget(self, node: str) -> None:
+        with self._lock:
+            self._by_node.pop(node, None)
+
+
+def script_error(script: LuaScript, text: str) -> LuapipeError:
+    """The error for a script's error reply, naming the script's file:line where known."""
+    if text.startswith("BUSY"):  # another script holds the server: this one did not run
+        return BusyError(f"BUSY: the server is running another script; {script.name} did not run")
+    compile_err = "Error compiling script" in text
+    found = parse_lua_error(text)
+    if found is not None:
+        line, message = found
+        where = script.file_line(line)
+        if compile_err:
+            return ScriptSyntaxError(
+                f"{where}: Lua syntax error: {message}", path=script.path or script.name, line=line
+            )
+        return ScriptRuntimeError(f"{where}: {message} (script {script.name})")
+    trailer = _TRAILER.search(text)
+    if trailer is not None:
+        # A redis.call failed inside the running script (WRONGTYPE, NOPERM, a write in a
+        # no-writes script...): Redis 7 names the line only in "script: <sha>, on
+        # @user_script:N." It is the script's runtime error, whatever the code: the lines
+        # before it have run, so it is never a connection or permission error to retry.
+        message = text[: trailer.start()].strip()
+        return ScriptRuntimeError(
+            f"{script.file_line(int(trailer[1]))}: {message} (script {script.name})"
+        )
+    generic = translate(ResponseError(text))
+    if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
+        return generic
+    return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
+
+
+def script_result(script: LuaScript, reply: Any) -> Any:
+    """A script's reply, or its error mapped to luapipe (returned, not raised)."""
+    if isinstance(reply, ReplyError):
+        return script_error(script, reply.text)
+    return reply
+
+
+def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
+    """Validate a SCRIPT LOAD reply: an error, or a SHA that is not ours."""
+    if isinstance(reply, ReplyError):
+        return script_error(script, reply.text)
+    sha = reply.decode() if isinstance(reply, bytes) else str(reply)
+    if sha.lower() != script.sha:
+        return ServerError(f"server computed SHA {sha} for {script.name}, expected {script.sha}")
+    return None
+
+
+Entry = ScriptCall | Command
+
+
+class Plan:
+    """Batches for one execute of queued entries on one node (see module docstring)."""
+
+    def __init__(
+        self, entries: Sequence[Entry], known: KnownScripts, node: str, *, transaction: bool
+    ) -> None:
+        self.entries = list(entries)
+        self.known = known
+        self.node = node
+        self.transaction = transaction
+        self.results: list[Any] = [None] * len(self.entries)
+        self.rounds = 0
+        self.reloads = 0  # script calls re-sent after NOSCRIPT
+        self._batch_slots: list[int | None] = []  # per wire command: entry index, or None
+        self._loading: list[LuaScript | None] = []
+        self._resend = False  # this batch re-sends NOSCRIPT'd calls as EVAL
+
+    # -- building batches -----------------------------------------------------------------
+    def start(self) -> list[Command]:
+        if not self.entries:
+            return []
+        if self.transaction:
+            return self._transaction_batch()
+        return self._batch(list(range(len(self.entries))))
+
+    def _batch(self, indexes: list[int], *, resend: bool = False) -> list[Command]:
+        """The first batch: scripts not known on the node are loaded inline, then EVALSHA.
+        ``resend``: the calls answered NOSCRIPT go again as EVAL, which cannot be answered
+        NOSCRIPT by the server, so a NOSCRIPT now is the script's own error reply (a
+        script that returns exactly that text cannot be told from a flushed cache: it may
+        run twice, never more)."""
+        self.rounds += 1
+        self._resend = resend
+        wire: list[Command] = []
+        slots: list[int | None] = []
+        loading: list[LuaScript | None] = []
+        seen: set[str] = set()
+        for i in [] if resend else indexes:
+            e = self.entries[i]
+            if isinstance(e, ScriptCall):
+                sha = e.script.sha
+                if sha not in seen and not self.known.has(self.node, sha):
+                    seen.add(sha)
+                    wire.append(load_command(e.script))
+                    slots.append(None)
+                    loading.append(e.script)
+        for i in indexes:
+            e = self.entries[i]
+            if isinstance(e, ScriptCall):
+                wire.append(e.eval() if resend else e.evalsha())
+            else:
+                wire.append(e)
+            slots.append(i)
+            loading.append(None)
+        self._batch_slots, self._loading = slots, loading
+        return wire
+
+    def _transaction_batch(self) -> list[Command]:
+        self.rounds += 1
+        # Replies inside MULTI are QUEUED: parse callbacks apply to EXEC's items (driver).
+        body = [e.eval() if isinstance(e, ScriptCall) else Command(e.args) for e in self.entries]
+        return [Command(("MULTI",)), *body, Command(("EXEC",))]
+
+    # -- consuming replies ----------------------------------------------------------------
+    def feed(self, replies: Sequence[Any]) -> list[Command]:
+        """Record replies; return the next batch (only NOSCRIPT'd calls), or [] when done."""
+        if self.transaction:
+            self._feed_transaction(replies)
+            return []
+        retry: list[int] = []
+        load_errors: dict[str, LuapipeError] = {}
+        for slot, script, reply in zip(self._batch_slots, self._loading, replies, strict=True):
+            if script is not None:
+                err = check_loaded(script, reply)
+                if err is None:
+                    self.known.add(self.node, script.sha)
+                else:
+                    load_errors[script.sha] = err
+                continue
+            assert slot is not None
+            entry = self.entries[slot]
+            if isinstance(reply, ReplyError) and reply.is_redirect:
+                self.results[slot] = Redirect(reply.text)
+                continue
+            if isinstance(entry, ScriptCall):
+                if self._resend:  # EVAL: any reply is the script's own
+                    if cached_by_eval(reply):
+                        self.known.add(self.node, entry.script.sha)
+                elif isinstance(reply, ReplyError) and reply.is_noscript:
+                    self.known.discard(self.node, entry.script.sha)
+                    if entry.script.sha in load_errors:
+                        self.results[slot] = load_errors[entry.script.sha]
+                    else:
+                        retry.append(slot)
+                    continue
+                self.results[slot] = script_result(entry.script, reply)
+            else:
+                self.results[slot] = _command_result(reply)
+        if retry:
+            self.reloads += len(retry)
+            return self._batch(retry, resend=True)
+        return []
+
+    def _feed_transaction(self, replies: Sequence[Any]) -> None:
+        queued = replies[1:-1]
+        exec_reply = replies[-1]
+        moved = [q for q in queued if isinstance(q, ReplyError) and q.is_redirect]
+        if moved:  # refused at queue time, EXECABORT: nothing ran; route it again
+            text = moved[0].text
+            if ask_target(text) is not None and len(moved) < len(queued):
+                # Only some keys have moved: ASKING would let the importing node create the
+                # others afresh beside the originals. Wait for the migration instead.
+                text = f"TRYAGAIN keys of this transaction are split by a slot migration ({text})"
+            self.results = [Redirect(text)] * len(self.entries)
+            return
+        if isinstance(exec_reply, ReplyError) and exec_reply.is_redirect:  # nothing ran
+            self.results = [Redirect(exec_reply.text)] * len(self.entries)  # (TRYAGAIN)
+            return
+        if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
+            errors = [q for q in queued if isinstance(q, ReplyError)]
+            detail = f" ({errors[0].text})" if errors else ""
+            err = ServerError(
+                f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
+            )
+            self.results = [err] * len(self.entries)
+            return
+        if exec_reply is None:
+            err = ServerError("transaction aborted by the server (EXEC returned nil)")
+            self.results = [err] * len(self.entries)
+            return
+        for i, (entry, reply) in enumerate(zip(self.entries, exec_reply, strict=True)):
+            if isinstance(reply, BaseException):
+                reply = ReplyError(full_error_text(reply))
+            if isinstance(entry, ScriptCall):
+                self.results[i] = script_result(entry.script, reply)
+            else:
+                self.results[i] = _command_result(reply)
+
+
+def _command_result(reply: Any) -> Any:
+    if isinstance(reply, ReplyError):
+        return translate(ResponseError(reply.text))
+    return reply
+
+
+_CONTROL = frozenset({"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"})
+
+
+def _refuse_control(name: str) -> NoReturn:
+    """Transaction control inside a pipeline would shift every reply after it (a partial
+    commit, then results put in the wrong places): refused when queued."""
+    raise CallArgumentError(
+        f"{name} cannot be queued in a luapipe pipeline (the pipeline sends its own "
+        "MULTI/EXEC): use reg.pipeline(client, transaction=True) for an atomic batch, or an "
+        "operation's transaction form for WATCH-based optimistic locking"
+    )
+
+
+class EntryQueue:
+    """The queueing half of the sync and async pipelines: script calls are checked as they
+    are queued (before anything is sent); every redis-py command method lands in
+    :meth:`execute_command` and is queued with its parse options."""
+
+    def __init__(self, registry: ScriptRegistry, client: Any, *, transaction: bool) -> None:
+        self.registry = registry
+        self.client = client
+        self.transaction = transaction
+        self._entries: list[Entry] = []
+        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
+        #: round trips and NOSCRIPT re-sends of the last execute (summed over cluster nodes)
+        self.last_round_trips = 0
+        self.last_reloads = 0
+
+    def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
+        """Queue a script call; counts are checked now, before anything is sent."""
+        script = self.registry[name]
+        keys_t: tuple[Value, ...] = tuple(keys)
+        args_t: tuple[Value, ...] = tuple(args)
+        script.check_call(keys_t, args_t)
+        self._entries.append(ScriptCall(script, keys_t, args_t))
+        return self
+
+    def execute_command(self, *args: Any, **options: Any) -> Self:
+        """What every redis-py command method calls: queue it with its parse options."""
+        cmd = Command(tuple(args), dict(options), parse=True)
+        if cmd.name in _CONTROL:
+            _refuse_control(cmd.name)
+        self._entries.append(cmd)
+        return self
+
+    # redis-py's command mixins define these as silent stubs: refuse them instead.
+    def watch(self, *names: Any) -> NoReturn:
+        _refuse_control("WATCH")
+
+    def unwatch(self) -> NoReturn:
+        _refuse_control("UNWATCH")
+
+    def multi(self) -> NoReturn:
+        _refuse_control("MULTI")
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Drop everything queued (``reset`` is the Redis RESET command here)."""
+        self._entries = []
+
+    def _take(self) -> list[Entry]:
+        """The queued entries, leaving the queue empty for the next batch."""
+        entries, self._entries = self._entries, []
+        self.last_round_trips = self.last_reloads = 0
+        return entries
+
+
+def raise_first(results: Sequence[Any]) -> None:
+    """Raise the first luapipe error among ``results`` (after the whole batch ran)."""
+    for r in results:
+        if isinstance(r, LuapipeError):
+            raise r
+
+
+def exec_item(client: Any, entry: Entry, reply: Any) -> Any:
+    """redis-py's response callback applied to a command's item of EXEC's array (replies
+    inside MULTI are QUEUED, so callbacks wait until EXEC). May be awaitable (asyncio)."""
+    if not isinstance(entry, Command) or isinstance(reply, LuapipeError):
+        return reply
+    callback = client.response_callbacks.get(entry.name)
+    if callback is None:
+        return reply
+    options = {k: v for k, v in entry.options.items() if k != "keys"}
+    return callback(reply, **options)
