@@ -6,7 +6,7 @@
   and random token sequences as expressions.
 - A spec that checks out always generates Lua, a Function library and an importable Python
   module; random *valid* mutations of catalogue specs give the same replies and keyspace in
-  the script and naive forms (``luapipe.operations.verify`` on the real server).
+  the script and naive forms (``luapipe.verify`` on the real server).
 - Random typed expressions over lists, lambdas, optionals and nil (what
   tests/operations/test_expr.py
   does not cover) give the same reply through real Redis (generated Lua) and Python.

@@ -72,7 +72,7 @@ def emit_json(data: Any) -> None:
 @click.pass_context
 def main(ctx: click.Context, cluster: bool | None) -> None:
     """luapipe: Redis Lua scripts vs pipelines: deploy, generate, verify and benchmark."""
-    ctx.meta["luapipe.wire.routing"] = cluster
+    ctx.meta["luapipe.cluster"] = cluster
     _sigterm_like_ctrl_c(ctx)
 
 
@@ -103,7 +103,7 @@ def _registry(directory: str | None) -> ScriptRegistry:
 
 def _client(url: str | None) -> redis.Redis:
     ctx = click.get_current_context(silent=True)
-    cluster = ctx.meta.get("luapipe.wire.routing") if ctx is not None else None
+    cluster = ctx.meta.get("luapipe.cluster") if ctx is not None else None
     return client_from_url(resolve_url(url), cluster=cluster)
 
 
