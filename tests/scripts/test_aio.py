@@ -14,7 +14,7 @@ from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser, _AsyncRESP3Pa
 
 from luapipe.bench.server import ServerProcess
 from luapipe.errors import CallArgumentError, OutcomeUnknown, ScriptRuntimeError
-from luapipe.scripts import aio
+from luapipe.scripts import registry as aio
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 

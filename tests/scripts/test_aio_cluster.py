@@ -13,7 +13,7 @@ import redis.cluster
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import free_port
 from luapipe.errors import CrossSlotError
-from luapipe.scripts import aio
+from luapipe.scripts import registry as aio
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 

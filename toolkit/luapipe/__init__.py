@@ -39,10 +39,9 @@ from luapipe.operations.generate import GeneratedFiles, generate_files
 from luapipe.operations.operation import Operation
 from luapipe.operations.spec import load_operation, load_operations, parse_operation
 from luapipe.operations.verify import Case, Mismatch, VerifyReport, verify
-from luapipe.scripts.aio import AsyncScriptPipeline
 from luapipe.scripts.deploy import DeployReport, Drift, deploy
 from luapipe.scripts.lint import LintIssue, lint_scripts
-from luapipe.scripts.pipeline import ScriptPipeline
+from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.scripts.script import LuaScript, Param
 

@@ -22,9 +22,9 @@ REMOVED_IN = "0.3.0"
 
 #: old public module path -> new path
 MOVED: dict[str, str] = {
-    "luapipe.aio": "luapipe.scripts.aio",
+    "luapipe.aio": "luapipe.scripts.registry",
     "luapipe.aio_forms": "luapipe.operations.aio_forms",
-    "luapipe.aio_pipeline": "luapipe.scripts.aio_pipeline",
+    "luapipe.aio_pipeline": "luapipe.scripts.pipeline",
     "luapipe.clustersafety": "luapipe.operations.clustersafety",
     "luapipe.connect": "luapipe.wire.connect",
     "luapipe.forms": "luapipe.operations.forms",
@@ -35,6 +35,9 @@ MOVED: dict[str, str] = {
     "luapipe.pipeline": "luapipe.scripts.pipeline",
     "luapipe.registry": "luapipe.scripts.registry",
     "luapipe.script": "luapipe.scripts.script",
+    # dissolved into the one sync/asyncio registry and pipeline (issue 12)
+    "luapipe.scripts.aio": "luapipe.scripts.registry",
+    "luapipe.scripts.aio_pipeline": "luapipe.scripts.pipeline",
     "luapipe.spec": "luapipe.operations.spec",
 }
 

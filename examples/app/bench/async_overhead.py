@@ -19,7 +19,6 @@ from typing import Any
 import redis.asyncio
 
 from luapipe.bench.server import EmbeddedRedis
-from luapipe.scripts.aio import load_async
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 
@@ -41,7 +40,7 @@ async def per_call_ns(fn: Callable[[], Awaitable[Any]], n: int) -> list[int]:
 async def measure(url: str, calls: int, block: int = 500) -> None:
     client = redis.asyncio.Redis.from_url(url)
     reg = ScriptRegistry([SCRIPT])
-    await load_async(reg, client)
+    await reg.load(client)
     sha = SCRIPT.sha
 
     def raw() -> Awaitable[Any]:

@@ -8,7 +8,6 @@ import asyncio
 import redis.asyncio
 
 from luapipe import ScriptRegistry
-from luapipe.scripts.aio import load_async
 from shop.server import serve
 from shop.service import Shop
 
@@ -24,7 +23,7 @@ async def main(argv: list[str] | None = None) -> None:
     opts = ap.parse_args(argv)
     client = redis.asyncio.Redis.from_url(opts.redis_url)
     registry = ScriptRegistry.from_directory(opts.scripts)
-    await load_async(registry, client)  # deploy at start: the first request pays nothing
+    await registry.load(client)  # deploy at start: the first request pays nothing
     shop = Shop(client, registry, limit=opts.limit, window_s=opts.window)
     server = await serve(shop, opts.host, opts.port)
     port = server.sockets[0].getsockname()[1]

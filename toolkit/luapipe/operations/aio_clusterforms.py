@@ -42,15 +42,12 @@ from luapipe.operations import clientforms, serverforms
 from luapipe.operations.aio_forms import drive_async, transaction_async
 from luapipe.operations.clusterforms import ATTEMPTS, _form_did_not_run, group, plan_slot, settle
 from luapipe.operations.plan import Env, Plan, RunResult
-from luapipe.scripts.aio_cluster import (
-    _node_for,
-    _refresh_later,
-    node_by_address,
-    node_session,
-    on_slot_node_async,
-)
 from luapipe.wire import sync as transport
-from luapipe.wire.aio import AsyncSession
+from luapipe.wire._legacy import node_by_address_async as node_by_address
+from luapipe.wire._legacy import on_slot_node_async
+from luapipe.wire._legacy import refresh_later_async as _refresh_later
+from luapipe.wire.aio import AsyncSession, node_session
+from luapipe.wire.aio import node_for as _node_for
 
 T = TypeVar("T")
 

@@ -27,12 +27,12 @@ from redis.asyncio.cluster import RedisCluster
 from luapipe.operations import clientforms, serverforms
 from luapipe.operations.forms import bind, check_form, plan_of
 from luapipe.operations.plan import Env, Plan, RunResult, Steps, wire
-from luapipe.scripts.aio import require_async_client
 from luapipe.wire.aio import AsyncSession, async_session
+from luapipe.wire.clients import require_async_client
 
 if TYPE_CHECKING:
     from luapipe.operations.operation import Operation
-    from luapipe.scripts.registry import AsyncClient
+    from luapipe.wire.clients import AsyncClient
 
 __all__ = [
     "drive_async",

@@ -29,9 +29,9 @@ from luapipe.errors import (
 )
 from luapipe.operations import clientforms, serverforms
 from luapipe.operations.plan import Env, Plan, RunResult, to_wire
-from luapipe.scripts.protocol import ask_target
-from luapipe.wire import routing as cluster
+from luapipe.wire import _legacy as cluster
 from luapipe.wire import sync as transport
+from luapipe.wire._legacy import ask_target
 
 if TYPE_CHECKING:
     from luapipe.operations.operation import Operation

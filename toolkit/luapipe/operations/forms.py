@@ -39,8 +39,8 @@ from luapipe.operations.plan import (
     score,
     wire,
 )
-from luapipe.scripts.aio import require_sync_client
 from luapipe.wire import sync as transport
+from luapipe.wire.clients import require_sync_client
 
 if TYPE_CHECKING:
     from luapipe.operations.operation import Operation

@@ -24,14 +24,14 @@ from luapipe.operations.expr.parse import (
     Type,
     Unary,
 )
-from luapipe.scripts.registry import is_async_client
+from luapipe.wire.clients import is_async_client
 
 if TYPE_CHECKING:
     import redis
 
     from luapipe.operations.forms import RunResult
     from luapipe.operations.verify import Case
-    from luapipe.scripts.registry import AsyncClient, SyncClient
+    from luapipe.wire.clients import AsyncClient, SyncClient
 
 __all__ = ["FORMS", "ArgSpec", "Expr", "Invariant", "KeySpec", "Let", "Operation", "Read", "Write"]
 

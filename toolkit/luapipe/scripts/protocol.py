@@ -25,7 +25,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, Self
+from typing import Any, NoReturn, Protocol, Self
 
 from redis.exceptions import ResponseError
 
@@ -38,19 +38,16 @@ from luapipe.errors import (
     ServerError,
     translate,
 )
-from luapipe.scripts.script import LuaScript, Value
-from luapipe.wire.sync import Command, ReplyError, full_error_text
-
-if TYPE_CHECKING:
-    from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
+from luapipe.wire.policy import RetryPolicy
+from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
     "EntryQueue",
     "KnownScripts",
     "Plan",
-    "Redirect",
     "ScriptCall",
-    "ask_target",
+    "ScriptSource",
     "cached_by_eval",
     "exec_item",
     "parse_lua_error",
@@ -102,22 +99,6 @@ class ScriptCall:
         """EVAL (EVAL_RO): never answered by a genuine NOSCRIPT, and it caches the script."""
         verb = "EVAL_RO" if self.script.read_only else "EVAL"
         return Command((verb, self.script.source, len(self.keys), *self.keys, *self.args))
-
-
-class Redirect(Exception):
-    """A MOVED/ASK/TRYAGAIN/CLUSTERDOWN reply: the request did not run; route it again."""
-
-    @property
-    def ask(self) -> str | None:
-        """``host:port`` of an ``ASK`` reply: send it there once, after ASKING (the slot is
-        being migrated and this key has moved already); None for any other redirect."""
-        return ask_target(str(self))
-
-
-def ask_target(text: str) -> str | None:
-    """``host:port`` named by an ``ASK <slot> <host:port>`` error reply, else None."""
-    words = text.split()
-    return words[2] if len(words) == 3 and words[0] == "ASK" else None
 
 
 def load_command(script: LuaScript) -> Command:
@@ -279,8 +260,9 @@ class Plan:
                 continue
             assert slot is not None
             entry = self.entries[slot]
-            if isinstance(reply, ReplyError) and reply.is_redirect:
-                self.results[slot] = Redirect(reply.text)
+            redirect = Redirect.of(reply)
+            if redirect is not None:
+                self.results[slot] = redirect
                 continue
             if isinstance(entry, ScriptCall):
                 if self._resend:  # EVAL: any reply is the script's own
@@ -304,17 +286,22 @@ class Plan:
     def _feed_transaction(self, replies: Sequence[Any]) -> None:
         queued = replies[1:-1]
         exec_reply = replies[-1]
-        moved = [q for q in queued if isinstance(q, ReplyError) and q.is_redirect]
+        moved = [r for q in queued if (r := Redirect.of(q)) is not None]
         if moved:  # refused at queue time, EXECABORT: nothing ran; route it again
-            text = moved[0].text
-            if ask_target(text) is not None and len(moved) < len(queued):
+            first = moved[0]
+            if first.ask is not None and len(moved) < len(queued):
                 # Only some keys have moved: ASKING would let the importing node create the
                 # others afresh beside the originals. Wait for the migration instead.
-                text = f"TRYAGAIN keys of this transaction are split by a slot migration ({text})"
-            self.results = [Redirect(text)] * len(self.entries)
+                first = Redirect(
+                    "TRYAGAIN",
+                    None,
+                    f"TRYAGAIN keys of this transaction are split by a slot migration ({first})",
+                )
+            self.results = [first] * len(self.entries)
             return
-        if isinstance(exec_reply, ReplyError) and exec_reply.is_redirect:  # nothing ran
-            self.results = [Redirect(exec_reply.text)] * len(self.entries)  # (TRYAGAIN)
+        redirect = Redirect.of(exec_reply)
+        if redirect is not None:  # nothing ran (TRYAGAIN)
+            self.results = [redirect] * len(self.entries)
             return
         if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
             errors = [q for q in queued if isinstance(q, ReplyError)]
@@ -356,12 +343,22 @@ def _refuse_control(name: str) -> NoReturn:
     )
 
 
+class ScriptSource(Protocol):
+    """What a pipeline needs of a registry: scripts by name, the known-scripts hint and
+    the retry policy."""
+
+    known: KnownScripts
+    policy: RetryPolicy
+
+    def __getitem__(self, name: str) -> LuaScript: ...
+
+
 class EntryQueue:
     """The queueing half of the sync and async pipelines: script calls are checked as they
     are queued (before anything is sent); every redis-py command method lands in
     :meth:`execute_command` and is queued with its parse options."""
 
-    def __init__(self, registry: ScriptRegistry, client: Any, *, transaction: bool) -> None:
+    def __init__(self, registry: ScriptSource, client: Any, *, transaction: bool) -> None:
         self.registry = registry
         self.client = client
         self.transaction = transaction

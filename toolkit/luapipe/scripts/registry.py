@@ -13,73 +13,65 @@
 Calls use EVALSHA (EVALSHA_RO for ``no-writes`` scripts) and recover from the server's
 exact NOSCRIPT reply by loading and re-sending once; nothing is re-sent after a timeout or
 a dropped connection (see :mod:`luapipe.wire.sync`).
+
+Every method takes a sync or a ``redis.asyncio`` client (plain or cluster; with an asyncio
+one it returns a coroutine): the work is written once as steps (:mod:`luapipe.scripts.calls`)
+and run by the sync or the asyncio driver. ``reg.call`` on a plain client keeps a flattened
+fast path for the steady state (one EVALSHA), then carries on with the same steps.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from typing import Any, overload
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.cluster
 
-from luapipe.errors import (
-    ConnectionFailed,
-    DuplicateScriptError,
-    LuapipeError,
-    ServerError,
-    UnknownScriptError,
+from luapipe.errors import DuplicateScriptError, LuapipeError, UnknownScriptError
+from luapipe.scripts.calls import (
+    NodeStatus,
+    ScriptState,
+    call_steps,
+    flush_steps,
+    kill_steps,
+    load_steps,
+    status_steps,
 )
 from luapipe.scripts.lint import compile_check
 from luapipe.scripts.loader import discover
-from luapipe.scripts.protocol import (
-    KnownScripts,
-    Plan,
-    ScriptCall,
-    cached_by_eval,
-    check_loaded,
-    load_command,
-    script_error,
-    script_result,
-)
+from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
+from luapipe.scripts.protocol import KnownScripts, Plan, ScriptCall
 from luapipe.scripts.script import LuaScript, Value
-from luapipe.wire import routing as cluster
-from luapipe.wire import sync as transport
+from luapipe.wire import aio, sync
+from luapipe.wire.clients import (
+    AsyncClient,
+    SyncClient,
+    is_async_client,
+    require_async_client,
+)
+from luapipe.wire.policy import DEFAULT, RetryPolicy
+from luapipe.wire.replies import ReplyError
+from luapipe.wire.routing import Steps
 
-if TYPE_CHECKING:
-    from luapipe.scripts.aio_pipeline import AsyncScriptPipeline
-    from luapipe.scripts.pipeline import ScriptPipeline
-
-SyncClient: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
-AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.RedisCluster"
-
-__all__ = ["NodeStatus", "ScriptRegistry", "ScriptState", "bundled_scripts_dir"]
-
-REDIRECT_ATTEMPTS = 8  # MOVED / failover retries for one call (each proven not to have run)
-CLUSTER_HINT = "use a cluster client (redis.cluster.RedisCluster; the CLI detects clusters)"
-
-
-@dataclass(frozen=True)
-class ScriptState:
-    name: str
-    sha: str
-    loaded: bool
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    """Which scripts one node has cached."""
-
-    node: str
-    scripts: tuple[ScriptState, ...]
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.scripts if not s.loaded)
+__all__ = [
+    "AsyncClient",
+    "AsyncScriptPipeline",
+    "NodeStatus",
+    "ScriptRegistry",
+    "ScriptState",
+    "SyncClient",
+    "bundled_scripts_dir",
+    "call_async",
+    "flush_async",
+    "is_async_client",
+    "load_async",
+    "status_async",
+]
 
 
 def bundled_scripts_dir() -> Path:
@@ -93,9 +85,12 @@ def bundled_scripts_dir() -> Path:
 
 class ScriptRegistry:
     """Scripts by name. Construction compiles every script, so a syntax error (file:line)
-    is raised before anything reaches a server."""
+    is raised before anything reaches a server. ``policy``: how redirects and failovers
+    are retried (:class:`~luapipe.wire.policy.RetryPolicy`)."""
 
-    def __init__(self, scripts: Iterable[LuaScript], *, check: bool = True) -> None:
+    def __init__(
+        self, scripts: Iterable[LuaScript], *, check: bool = True, policy: RetryPolicy = DEFAULT
+    ) -> None:
         self._scripts: dict[str, LuaScript] = {}
         for s in scripts:
             if s.name in self._scripts:
@@ -107,6 +102,7 @@ class ScriptRegistry:
         if check:
             compile_check(self._scripts.values())
         self.known = KnownScripts()
+        self.policy = policy
 
     @classmethod
     def from_directory(cls, directory: str | Path | None = None) -> ScriptRegistry:
@@ -135,6 +131,13 @@ class ScriptRegistry:
         return len(self._scripts)
 
     # -- the server -----------------------------------------------------------------------
+    @staticmethod
+    def _run(steps: Steps[Any], client: Any) -> Any:
+        """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio)."""
+        if is_async_client(client):
+            return aio.drive_async(steps, client)
+        return sync.drive(steps, client)
+
     @overload
     def load(self, client: AsyncClient) -> Coroutine[Any, Any, dict[str, str]]: ...
     @overload
@@ -144,20 +147,7 @@ class ScriptRegistry:
 
         With a ``redis.asyncio`` client this returns a coroutine.
         """
-        if is_async_client(client):
-            from luapipe.scripts.aio import load_async
-
-            return load_async(self, client)
-        scripts = list(self)
-        for _, node in cluster.all_nodes(client):
-            with transport.session(node) as s:
-                replies = s.execute([load_command(sc) for sc in scripts])
-                for sc, reply in zip(scripts, replies, strict=True):
-                    err = check_loaded(sc, reply)
-                    if err is not None:
-                        raise err
-                    self.known.add(s.address, sc.sha)
-        return {sc.name: sc.sha for sc in scripts}
+        return self._run(load_steps(list(self), self.known), client)
 
     @overload
     def status(self, client: AsyncClient) -> Coroutine[Any, Any, list[NodeStatus]]: ...
@@ -165,24 +155,7 @@ class ScriptRegistry:
     def status(self, client: SyncClient) -> list[NodeStatus]: ...
     def status(self, client: Any) -> Any:
         """SCRIPT EXISTS for every script, per node (primaries first, then replicas)."""
-        if is_async_client(client):
-            from luapipe.scripts.aio import status_async
-
-            return status_async(self, client)
-        scripts = list(self)
-        out: list[NodeStatus] = []
-        for _, node in cluster.all_nodes(client):
-            with transport.session(node) as s:
-                states: tuple[ScriptState, ...] = ()
-                if scripts:
-                    (reply,) = s.execute([("SCRIPT", "EXISTS", *[sc.sha for sc in scripts])])
-                    flags = transport.raise_for(reply)
-                    states = tuple(
-                        ScriptState(sc.name, sc.sha, bool(f))
-                        for sc, f in zip(scripts, flags, strict=True)
-                    )
-                out.append(NodeStatus(s.address, states))
-        return out
+        return self._run(status_steps(list(self)), client)
 
     @overload
     def flush(self, client: AsyncClient) -> Coroutine[Any, Any, list[str]]: ...
@@ -190,39 +163,19 @@ class ScriptRegistry:
     def flush(self, client: SyncClient) -> list[str]: ...
     def flush(self, client: Any) -> Any:
         """SCRIPT FLUSH on every node (every application's scripts); returns the nodes."""
-        if is_async_client(client):
-            from luapipe.scripts.aio import flush_async
+        return self._run(flush_steps(self.known), client)
 
-            return flush_async(self, client)
-        flushed = []
-        for _, node in cluster.all_nodes(client):
-            with transport.session(node) as s:
-                transport.raise_for(s.execute([("SCRIPT", "FLUSH")])[0])
-                self.known.forget(s.address)
-                flushed.append(s.address)
-        return flushed
-
-    def kill(self, client: redis.Redis) -> list[str]:
+    @overload
+    def kill(self, client: AsyncClient) -> Coroutine[Any, Any, list[str]]: ...
+    @overload
+    def kill(self, client: SyncClient) -> list[str]: ...
+    def kill(self, client: Any) -> Any:
         """SCRIPT KILL the script running on each node; returns the nodes where one was killed.
 
         A script that has already written cannot be stopped (Redis answers UNKILLABLE):
         that is raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
         """
-        killed = []
-        for _, node in cluster.all_nodes(client):
-            with transport.session(node) as s:
-                (reply,) = s.execute([("SCRIPT", "KILL")])
-                if isinstance(reply, transport.ReplyError):
-                    if reply.text.startswith("NOTBUSY"):
-                        continue
-                    if reply.text.startswith("UNKILLABLE"):
-                        raise ServerError(
-                            f"UNKILLABLE: the script running on {s.address} has already written "
-                            "and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
-                        )
-                    transport.raise_for(reply)
-                killed.append(s.address)
-        return killed
+        return self._run(kill_steps(), client)
 
     @overload
     def call(
@@ -253,69 +206,51 @@ class ScriptRegistry:
         On a cluster the call goes to the primary owning its keys' slot; a redirect (slot
         moved, failover) refreshes the slot map and retries there: it had not run.
         """
-        if is_async_client(client):
-            from luapipe.scripts.aio import call_async
-
-            return call_async(self, client, name, keys, args)
+        kind = _KINDS.get(client.__class__)
+        if kind is None:
+            kind = _KINDS[client.__class__] = _kind_of(client)
+        if kind >= _ASYNC:
+            return self._call_async(client, name, keys, args, kind)
         script = self[name]
         script.check_call(keys, args)
-        if not cluster.is_cluster(client):
-            try:
-                return self._call_node(client, script, keys, args)
-            except cluster.Redirect as exc:
-                raise ServerError(f"{exc}: this server is a cluster node; {CLUSTER_HINT}") from None
-
-        def run(node: redis.Redis, asking: bool) -> Any:
-            return self._call_node(node, script, keys, args, asking=asking)
-
-        return cluster.on_slot_node(
-            client,
-            cluster.slot_of(client, keys),
-            run,
-            _did_not_run,
-            attempts=REDIRECT_ATTEMPTS,
-            what=f"script {name!r}",
-            read_only=script.read_only,
-        )
-
-    def _call_node(
-        self,
-        client: redis.Redis,
-        script: LuaScript,
-        keys: Sequence[Value],
-        args: Sequence[Value],
-        *,
-        asking: bool = False,
-    ) -> Any:
-        with transport.session(client) as s:
-            node = s.address
-            call = ScriptCall(script, tuple(keys), tuple(args))
-            if self.known.has(node, script.sha):
-                verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
-                cmd = (verb, script.sha, len(keys), *keys, *args)
-                reply = s.execute([cmd], asking=True)[0] if asking else s.send_one(cmd)
-                if reply.__class__ is not transport.ReplyError:
+        call = ScriptCall(script, tuple(keys), tuple(args))
+        if kind == _SYNC_CLUSTER:
+            return sync.drive(call_steps(call, self.known, self.policy, cluster=True), client)
+        with sync.session(client) as s:  # the fast path: one EVALSHA in steady state
+            first = None
+            if self.known.has(s.address, script.sha):
+                reply = s.send_one(call.evalsha().args)
+                if reply.__class__ is not ReplyError:
                     return reply
-                if reply.is_redirect:
-                    raise cluster.Redirect(reply.text)
-                if not reply.is_noscript:
-                    raise script_error(script, reply.text)
-                self.known.discard(node, script.sha)
-                # Once, as EVAL: a NOSCRIPT answer to it can only be the script's own error.
-                (reply,) = s.execute([call.eval()], asking=asking)
-                if isinstance(reply, transport.ReplyError) and reply.is_redirect:
-                    raise cluster.Redirect(reply.text)
-                if cached_by_eval(reply):
-                    self.known.add(node, script.sha)
-                return _raise_or_return(script_result(script, reply))
-            plan = self.plan([call], node, transaction=False)  # SCRIPT LOAD + EVALSHA
-            batch = plan.start()
-            while batch:
-                batch = plan.feed(s.execute(batch, asking=asking))
-            result = plan.results[0]
-            if isinstance(result, cluster.Redirect):
-                raise result
-            return _raise_or_return(result)
+                first = (s.address, reply)
+            steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
+            return sync.Driver(client, s).run(steps)
+
+    async def _call_async(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
+    ) -> Any:
+        script = self[name]
+        script.check_call(keys, args)
+        call = ScriptCall(script, tuple(keys), tuple(args))
+        if kind == _ASYNC_CLUSTER or client.single_connection_client:
+            steps = call_steps(call, self.known, self.policy, cluster=kind == _ASYNC_CLUSTER)
+            return await aio.drive_async(steps, client)
+        # The fast path, flattened (no context manager): same steps as aio.async_session.
+        pool = client.connection_pool
+        conn = await aio.acquire(pool)
+        s = aio.AsyncSession(client, conn)
+        try:
+            first = None
+            if self.known.has(s.address, script.sha):
+                reply = await s.send_one(call.evalsha().args)
+                if reply.__class__ is not ReplyError:
+                    return reply
+                first = (s.address, reply)
+            steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
+            return await aio.AsyncDriver(client, s).run(steps)
+        finally:
+            await s.close_if_dirty()
+            await pool.release(conn)
 
     @overload
     def pipeline(
@@ -329,30 +264,54 @@ class ScriptRegistry:
         With a ``redis.asyncio`` client: ``async with reg.pipeline(aclient) as p``.
         """
         if is_async_client(client):
-            from luapipe.scripts.aio_pipeline import AsyncScriptPipeline as AsyncPipe
-
-            return AsyncPipe(self, client, transaction=transaction)
-        from luapipe.scripts.pipeline import ScriptPipeline
-
+            return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
 
     def plan(self, entries: Sequence[Any], node: str, *, transaction: bool) -> Plan:
         return Plan(entries, self.known, node, transaction=transaction)
 
 
-def is_async_client(client: object) -> bool:
-    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too)."""
-    return isinstance(client, redis.asyncio.Redis | redis.asyncio.RedisCluster)
+_SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER = range(4)
+_KINDS: dict[type, int] = {}
 
 
-def _did_not_run(exc: Exception) -> str | None:
-    """A redirect (its text) or a connection refused before sending (""): safe to retry."""
-    if isinstance(exc, cluster.Redirect):
-        return str(exc)
-    return "" if isinstance(exc, ConnectionFailed) else None
+def _kind_of(client: object) -> int:
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        return _ASYNC_CLUSTER
+    if isinstance(client, redis.asyncio.Redis):
+        return _ASYNC
+    return _SYNC_CLUSTER if isinstance(client, redis.cluster.RedisCluster) else _SYNC
 
 
-def _raise_or_return(result: Any) -> Any:
-    if isinstance(result, LuapipeError):
-        raise result
+# -- the asyncio names of luapipe 0.1 (``luapipe.scripts.aio``) ---------------------------
+async def load_async(registry: ScriptRegistry, client: Any) -> dict[str, str]:
+    """``await reg.load(aclient)``."""
+    require_async_client(client, "load_async", "reg.load(client)")
+    result: dict[str, str] = await registry.load(client)
     return result
+
+
+async def status_async(registry: ScriptRegistry, client: Any) -> list[NodeStatus]:
+    """``await reg.status(aclient)``."""
+    require_async_client(client, "status_async", "reg.status(client)")
+    result: list[NodeStatus] = await registry.status(client)
+    return result
+
+
+async def flush_async(registry: ScriptRegistry, client: Any) -> list[str]:
+    """``await reg.flush(aclient)``."""
+    require_async_client(client, "flush_async", "reg.flush(client)")
+    result: list[str] = await registry.flush(client)
+    return result
+
+
+async def call_async(
+    registry: ScriptRegistry,
+    client: Any,
+    name: str,
+    keys: Sequence[Value] = (),
+    args: Sequence[Value] = (),
+) -> Any:
+    """``await reg.call(aclient, ...)``."""
+    require_async_client(client, "call_async", "reg.call(client, ...)")
+    return await registry.call(client, name, keys, args)

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from luapipe.errors import CallArgumentError, ScriptError
+from luapipe.wire.replies import Value
 
-__all__ = ["LuaScript", "Param", "parse_header", "validate_name"]
+__all__ = ["LuaScript", "Param", "Value", "parse_header", "validate_name"]
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TAG_RE = re.compile(r"^--+\s*@(?P<tag>\w+)\s*(?P<rest>.*)$")
@@ -34,8 +35,6 @@ _PARAM_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<var>\.\.\.)?(?:\s+
 KNOWN_FLAGS = frozenset(
     {"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"}
 )
-
-Value = str | bytes | int | float
 
 
 @dataclass(frozen=True)

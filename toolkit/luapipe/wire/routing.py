@@ -1,179 +1,262 @@
-"""Redis Cluster routing for the registry: which nodes exist, which node owns a call.
+"""Cluster routing, free of I/O: the rules, the request vocabulary and its combinators.
 
-A plain ``redis.Redis`` is a one-node "cluster"; a ``redis.cluster.RedisCluster`` has every
-primary and replica. Script caches are per node and not replicated, so deploy reaches all of
-them; calls go to the primary that owns the slot of their keys. Keys of one call in
-different slots are refused before anything is sent.
+Logic above the transport is written once, as a generator of *requests* (:data:`Steps`).
+A driver (:func:`luapipe.wire.sync.drive`, :func:`luapipe.wire.aio.drive_async`) answers
+each request on held connections and sends the answer back in; a transport error is
+*thrown* into the generator (:class:`~luapipe.errors.ConnectionFailed`: nothing was
+written; :class:`~luapipe.errors.OutcomeUnknown`: it may have run), so every retry decision
+stays in pure code. The vocabulary:
+
+=========================  ===============================================================
+request                    answer
+=========================  ===============================================================
+``Locate(slot, ro)``       the address of the node that owns ``slot`` (a replica for a
+                           ``read_only`` request where the client reads from replicas);
+                           the one server's address on a plain client
+``LocateMany(slots)``      ``Locate`` for many slots at once: a list of addresses
+``Nodes()``                every node's address, primaries first (script caches are per node)
+``SlotsOf(commands)``      the slot of each plain command's keys (None: any node)
+``Send(batch, node)``      one round trip on that node: the replies in order, error
+                           replies as :class:`~luapipe.wire.replies.ReplyError` values
+``SendEach(parts)``        one round trip per part (concurrent under asyncio): per part its
+                           replies, or the :class:`~luapipe.errors.LuapipeError` it raised
+``Refresh(cause, delay)``  ``cause`` proves a request did not run: wait ``delay`` and re-read
+                           the slot map (not after an ASK). A plain client has no map: the
+                           driver throws ``cause`` back (a redirect as a ServerError naming
+                           the cluster client to use)
+``Sleep(seconds)``         wait (the WATCH backoff)
+``Release()``              drop the held connections (before the next WATCH attempt)
+=========================  ===============================================================
+
+The combinators here (:func:`on_slot_node`) are written against that vocabulary, so the
+sync and asyncio paths share every routing and retry decision.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
 
-import redis
-import redis.cluster
-from redis.exceptions import RedisClusterException
+from redis.crc import key_slot
 
-from luapipe.errors import CallArgumentError, CrossSlotError, ServerError
-from luapipe.scripts.protocol import Redirect, ask_target
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    CrossSlotError,
+    LuapipeError,
+    ServerError,
+)
+from luapipe.wire.clients import is_cluster
+from luapipe.wire.policy import RetryPolicy, did_not_run
+from luapipe.wire.replies import Command, Redirect
 
 __all__ = [
-    "Redirect",
-    "all_nodes",
-    "command_slot",
+    "Locate",
+    "LocateMany",
+    "Nodes",
+    "Refresh",
+    "Release",
+    "Request",
+    "Send",
+    "SendEach",
+    "Sleep",
+    "SlotsOf",
+    "Steps",
+    "command_slot_error",
+    "gather",
     "is_cluster",
-    "node_by_address",
-    "node_client",
+    "key_bytes",
+    "node_order",
     "on_slot_node",
-    "reads_from_replicas",
-    "refresh",
-    "refresh_later",
     "slot_of",
 ]
 
-
-def is_cluster(client: object) -> bool:
-    return isinstance(client, redis.cluster.RedisCluster)
-
-
-def all_nodes(client: Any) -> list[tuple[str, redis.Redis]]:
-    """(name, client) for every node that may serve a script: primaries and replicas."""
-    if not is_cluster(client):
-        return [("", client)]
-    nodes = sorted(client.get_nodes(), key=lambda n: (n.server_type != "primary", n.name))
-    return [(n.name, client.get_redis_connection(n)) for n in nodes]
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 
-def _hint(keys: Sequence[Any], slots: dict[int, list[Any]]) -> str:
-    shown = "; ".join(f"slot {s}: {', '.join(map(_text, ks))}" for s, ks in sorted(slots.items()))
-    return (
-        f"keys of one call must share a cluster slot ({shown}); give them a common hash tag, "
-        f"e.g. {{order:42}}:stock and {{order:42}}:log"
-    )
+# -- the request vocabulary -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Locate:
+    slot: int | None
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LocateMany:
+    slots: tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsOf:
+    commands: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    batch: Sequence[Command | Sequence[Any]]
+    node: str
+    asking: bool = False
+    parse: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendEach:
+    parts: tuple[Send, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    cause: Redirect | ConnectionFailed
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    pass
+
+
+Request: TypeAlias = (
+    Locate | LocateMany | Nodes | SlotsOf | Send | SendEach | Refresh | Sleep | Release
+)
+#: Logic as an I/O-free generator: it yields requests, is sent their answers and returns
+#: its result. Run it with ``wire.sync.drive`` or ``wire.aio.drive_async``.
+Steps: TypeAlias = Generator[Any, Any, T]
+
+
+# -- pure cluster rules ------------------------------------------------------------------
+def key_bytes(key: Any) -> bytes:
+    """A key as redis-py's default encoder sends it (for its hash slot)."""
+    if isinstance(key, bytes | bytearray | memoryview):
+        return bytes(key)
+    if isinstance(key, bool):
+        raise CallArgumentError(f"invalid key {key!r}: convert bools to bytes, str or a number")
+    if isinstance(key, int | float):
+        return repr(key).encode()
+    return str(key).encode("utf-8", "surrogateescape")
 
 
 def _text(key: Any) -> str:
     return key.decode(errors="backslashreplace") if isinstance(key, bytes) else str(key)
 
 
-def slot_of(client: Any, keys: Sequence[Any]) -> int | None:
+def slot_of(keys: Sequence[Any]) -> int | None:
     """The one slot of ``keys`` (None without keys); :class:`CrossSlotError` otherwise."""
     if not keys:
         return None
     slots: dict[int, list[Any]] = {}
     for k in keys:
-        slots.setdefault(int(client.keyslot(k)), []).append(k)
+        slots.setdefault(key_slot(key_bytes(k)), []).append(k)
     if len(slots) > 1:
-        raise CrossSlotError(_hint(keys, slots))
+        shown = "; ".join(
+            f"slot {s}: {', '.join(map(_text, ks))}" for s, ks in sorted(slots.items())
+        )
+        raise CrossSlotError(
+            f"keys of one call must share a cluster slot ({shown}); give them a common hash "
+            f"tag, e.g. {{order:42}}:stock and {{order:42}}:log"
+        )
     (slot,) = slots
     return slot
 
 
-def command_slot(client: Any, args: Sequence[Any]) -> int | None:
-    """Slot of a plain command queued in a cluster pipeline (None: any node will do)."""
-    try:
-        return int(client.determine_slot(*args))
-    except RedisClusterException as exc:
-        text = str(exc)
-        if "same slot" in text or "CROSSSLOT" in text:
-            raise CrossSlotError(f"{args[0]}: {text.splitlines()[0]}") from None
-        if "Missing key" in text:
-            return None
-        raise CallArgumentError(
-            f"cannot route {args[0]} in a cluster: {text.splitlines()[0]}"
-        ) from None
-
-
-def node_client(
-    client: Any, slot: int | None, *, read_only: bool = False
-) -> tuple[str, redis.Redis]:
-    """The primary that owns ``slot`` (the default node when None). ``read_only`` (a
-    ``no-writes`` script): a replica of the slot where the client reads from replicas
-    (``read_from_replicas=True`` or a ``load_balancing_strategy``), as redis-py routes
-    its own read commands; its connections send READONLY."""
-    if not is_cluster(client):
-        return "", client
-    if slot is None:
-        node = client.get_default_node()
-    elif read_only and reads_from_replicas(client):
-        node = client.nodes_manager.get_node_from_slot(
-            slot,
-            read_from_replicas=bool(client.read_from_replicas),
-            load_balancing_strategy=client.load_balancing_strategy,
-        )
-    else:
-        node = client.nodes_manager.get_node_from_slot(slot, read_from_replicas=False)
-    return node.name, client.get_redis_connection(node)
-
-
-def reads_from_replicas(client: Any) -> bool:
-    """Whether a cluster client was built to send reads to replicas."""
-    return bool(
-        getattr(client, "read_from_replicas", False)
-        or getattr(client, "load_balancing_strategy", None)
-    )
-
-
-def node_by_address(client: Any, address: str) -> tuple[str, redis.Redis] | None:
-    """The node at ``host:port`` (named by an ASK redirect); None if the client does not
-    know it even after re-reading the slot map."""
-    host, _, port = address.rpartition(":")
-    if not is_cluster(client) or not port.isdigit():
+def command_slot_error(args: Sequence[Any], exc: BaseException) -> int | None:
+    """What redis-py's failure to find a plain command's slot means: no key (None: any node
+    will do), keys in several slots (:class:`CrossSlotError`), or an unroutable command."""
+    text = str(exc)
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if "same slot" in text or "CROSSSLOT" in text or "different slots" in text:
+        raise CrossSlotError(f"{args[0]}: {first}") from exc
+    if "Missing key" in text or "No way to dispatch" in text:
         return None
-    node = client.get_node(host=host, port=int(port))
-    if node is None:
-        refresh(client)
-        node = client.get_node(host=host, port=int(port))
-    return None if node is None else (node.name, client.get_redis_connection(node))
+    raise CallArgumentError(f"cannot route {args[0]} in a cluster: {first}") from exc
 
 
-def refresh(client: Any) -> None:
-    """Re-read the slot map after a redirect or a failover."""
-    if is_cluster(client):
-        client.nodes_manager.initialize()
+def node_order(nodes: Sequence[tuple[str, bool]]) -> list[str]:
+    """Node names, primaries first, then by name: ``nodes`` is ``(name, is_primary)``."""
+    return [n for n, _ in sorted(nodes, key=lambda x: (not x[1], x[0]))]
 
 
-def refresh_later(client: Any, attempt: int) -> None:
-    """Back off (a failover takes a moment) and re-read the slot map."""
-    time.sleep(min(0.05 * 2**attempt, 1.0))
-    with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
-        refresh(client)  # the next attempt refreshes again
-
-
-T = TypeVar("T")
-
-
+# -- combinators ------------------------------------------------------------------------
 def on_slot_node(
-    client: Any,
+    attempt: Callable[[str, bool], Steps[T | Redirect]],
     slot: int | None,
-    run: Callable[[redis.Redis, bool], T],
-    redirect_of: Callable[[Exception], str | None],
+    policy: RetryPolicy,
     *,
-    attempts: int,
     what: str,
     read_only: bool = False,
-) -> T:
-    """``run(node, asking)`` on the node that owns ``slot``, again while it did not run.
+) -> Steps[T]:
+    """``attempt(node, asking)`` on the node that owns ``slot``, again while it did not run.
 
-    ``redirect_of(exc)`` says whether an exception proves the request did not run: the
-    redirect reply's text (or "" for a connection refused before sending), else None and
-    the exception is raised. An ``ASK`` goes at once to the node it names (``asking``: send
-    ASKING first); any other redirect waits for the slot map to be re-read."""
-    last: Exception | None = None
+    ``attempt`` returns its result, or a :class:`Redirect` (it did not run); a
+    :class:`~luapipe.errors.ConnectionFailed` thrown in means the same. An ``ASK`` goes at
+    once to the node it names (after ASKING); any other redirect waits for the slot map to
+    be re-read. Anything else (:class:`~luapipe.errors.OutcomeUnknown` above all) passes.
+    """
+    last: Redirect | ConnectionFailed | None = None
     ask: str | None = None
-    for attempt in range(attempts):
-        asked = node_by_address(client, ask) if ask is not None else None
-        node = asked or node_client(client, slot, read_only=read_only)
+    for n in range(policy.redirects):
+        cause: Redirect | ConnectionFailed | None
         try:
-            return run(node[1], asked is not None)
-        except Exception as exc:
-            redirect = redirect_of(exc)
-            if redirect is None:
+            node: str = ask if ask is not None else (yield Locate(slot, read_only))
+            outcome = yield from attempt(node, ask is not None)
+        except ConnectionFailed as exc:
+            cause = did_not_run(exc)
+            if cause is None:
                 raise
-            last, ask = exc, ask_target(redirect)
-        if ask is None:
-            refresh_later(client, attempt)
+        else:
+            if not isinstance(outcome, Redirect):
+                return outcome
+            cause = outcome
+        last, ask = cause, (cause.ask if isinstance(cause, Redirect) else None)
+        yield Refresh(cause, 0.0 if ask is not None else policy.refresh_delay(n))
     raise ServerError(f"no node would take {what} (slot {slot}): {last}")
+
+
+def gather(parts: Mapping[K, Steps[T]]) -> Steps[dict[K, T | LuapipeError]]:
+    """Run several steps side by side, each on its own node: every round, the pending
+    :class:`Send` of each goes out in one :class:`SendEach` (concurrently under asyncio).
+
+    The parts may yield only :class:`Send`. A part's transport error is thrown into that
+    part alone; what it raises (a :class:`~luapipe.errors.LuapipeError`) becomes its
+    outcome, so one node's failure never hides the others' results. This is also how
+    many callers' steps share round trips (an auto-pipeline): one write per node a round.
+    """
+    out: dict[K, T | LuapipeError] = {}
+    waiting: dict[K, tuple[Steps[T], Send]] = {}
+
+    def advance(key: K, steps: Steps[T], answer: Any) -> None:
+        try:
+            if isinstance(answer, LuapipeError):
+                request = steps.throw(answer)
+            else:
+                request = steps.send(answer)
+        except StopIteration as done:
+            out[key] = done.value
+            return
+        except LuapipeError as exc:
+            out[key] = exc
+            return
+        if request.__class__ is not Send:
+            raise TypeError(f"gather: parts may only send, got {request!r}")
+        waiting[key] = (steps, request)
+
+    for key, steps in parts.items():
+        advance(key, steps, None)
+    while waiting:
+        keys = list(waiting)
+        answers = yield SendEach(tuple(waiting[k][1] for k in keys))
+        for key, answer in zip(keys, answers, strict=True):
+            steps = waiting.pop(key)[0]
+            advance(key, steps, answer)
+    return out

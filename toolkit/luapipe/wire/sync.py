@@ -17,23 +17,55 @@ otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import ssl
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
+import redis.cluster
 import redis.exceptions as rex
+from redis.exceptions import RedisClusterException
 
-from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
+from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, ServerError, translate
+from luapipe.wire.policy import CLUSTER_HINT
+from luapipe.wire.replies import (
+    ASKING,
+    Command,
+    Redirect,
+    ReplyError,
+    as_command,
+    full_error_text,
+    raise_for,
+    whole_or_nothing,
+    with_asking,
+)
+from luapipe.wire.routing import (
+    Locate,
+    LocateMany,
+    Nodes,
+    Refresh,
+    Release,
+    Send,
+    SendEach,
+    Sleep,
+    SlotsOf,
+    Steps,
+    command_slot_error,
+    node_order,
+)
 
 __all__ = [
+    "ASKING",
     "Command",
+    "Driver",
     "ReplyError",
     "Session",
     "address_of",
+    "drive",
     "execute",
     "full_error_text",
     "raise_for",
@@ -41,56 +73,7 @@ __all__ = [
     "with_asking",
 ]
 
-NOSCRIPT_TEXT = "NOSCRIPT No matching script"
-
-
-@dataclass(frozen=True)
-class Command:
-    """One command: its words and the redis-py parse options (``withscores=True``...)."""
-
-    args: tuple[Any, ...]
-    options: dict[str, Any] = field(default_factory=dict, compare=False)
-    #: apply redis-py's response callback (for commands queued through its methods)
-    parse: bool = False
-
-    @property
-    def name(self) -> str:
-        head = self.args[0]
-        return (head.decode() if isinstance(head, bytes) else str(head)).upper()
-
-
-@dataclass(frozen=True)
-class ReplyError:
-    """An error reply in its slot. ``text`` is the server's text (first line)."""
-
-    text: str
-
-    @property
-    def is_noscript(self) -> bool:
-        """True only for the server's own "script not cached" reply."""
-        return self.text.startswith(NOSCRIPT_TEXT)
-
-    @property
-    def is_compile_error(self) -> bool:
-        """The script did not compile, so the server did not cache it."""
-        return "Error compiling script" in self.text
-
-    @property
-    def is_redirect(self) -> bool:
-        """MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not run; route it again."""
-        return self.text.startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def full_error_text(exc: BaseException) -> str:
-    """The server's error line with its code: redis-py strips known codes (NOSCRIPT, ERR)."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    code = getattr(exc, "status_code", None)
-    if code and not text.startswith(f"{code} "):
-        text = f"{code} {text}"
-    return text
+T = TypeVar("T")
 
 
 def address_of(conn: Any) -> str:
@@ -99,45 +82,6 @@ def address_of(conn: Any) -> str:
     if host is not None:
         return f"{host}:{getattr(conn, 'port', '')}"
     return str(getattr(conn, "path", "") or "unknown")
-
-
-def _as_command(cmd: Command | Sequence[Any]) -> Command:
-    return cmd if isinstance(cmd, Command) else Command(tuple(cmd))
-
-
-def _harmless(cmd: Command) -> bool:
-    """A command whose running alone changes nothing a caller could notice (SCRIPT LOAD,
-    ASKING)."""
-    if cmd.name == "ASKING":
-        return True
-    return cmd.name == "SCRIPT" and len(cmd.args) > 1 and _word(cmd.args[1]) == "LOAD"
-
-
-def _word(arg: Any) -> str:
-    return (arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)).upper()
-
-
-ASKING = Command(("ASKING",))
-
-
-def with_asking(cmds: Sequence[Command]) -> tuple[list[Command], list[int]]:
-    """``cmds`` for the node named by an ``ASK`` redirect: each command preceded by ASKING
-    (the server forgets it after one command), except inside MULTI ... EXEC, where the flag
-    set before MULTI holds and an ASKING would be queued. Also returns where the replies of
-    ``cmds`` are in the longer batch."""
-    out: list[Command] = []
-    keep: list[int] = []
-    in_multi = False
-    for c in cmds:
-        if not in_multi:
-            out.append(ASKING)
-        keep.append(len(out))
-        out.append(c)
-        if c.name == "MULTI":
-            in_multi = True
-        elif c.name in ("EXEC", "DISCARD"):
-            in_multi = False
-    return out, keep
 
 
 def _stale(conn: Any, sock: Any) -> bool:
@@ -261,12 +205,10 @@ class Session:
 
         ``asking``: this node was named by an ``ASK`` redirect (its slot is being imported);
         each command is sent after an ASKING, whose replies are left out."""
-        cmds = [_as_command(c) for c in commands]
+        cmds = [as_command(c) for c in commands]
         if not cmds:
             return []
-        whole = (cmds[0].name == "MULTI" and cmds[-1].name == "EXEC") or all(
-            _harmless(c) for c in cmds[:-1]
-        )
+        whole = whole_or_nothing(cmds)
         if asking:
             cmds, keep = with_asking(cmds)
             replies = self._write_read(cmds, parse, whole)
@@ -347,8 +289,172 @@ def execute(
         return s.execute(commands, parse=parse)
 
 
-def raise_for(reply: Any) -> Any:
-    """Return ``reply`` or raise the luapipe error for a :class:`ReplyError`."""
-    if isinstance(reply, ReplyError):
-        raise translate(rex.ResponseError(reply.text))
-    return reply
+# -- the driver: runs I/O-free steps (luapipe.wire.routing) on held sessions ---------------
+def _node_name(client: Any, node: str) -> redis.Redis:
+    """The node client of a cluster node named ``host:port``; the map is re-read once if
+    the client does not know it (a node an ASK named)."""
+    found = client.get_node(node_name=node)
+    if found is None:
+        with contextlib.suppress(redis.RedisError, OSError):
+            client.nodes_manager.initialize()
+        found = client.get_node(node_name=node)
+    if found is None:
+        raise ConnectionFailed(f"no node {node} in the cluster's slot map; nothing was sent")
+    return client.get_redis_connection(found)  # type: ignore[no-any-return]
+
+
+def _locate(client: Any, slot: int | None, read_only: bool) -> str:
+    if slot is None:
+        return str(client.get_default_node().name)
+    manager = client.nodes_manager
+    if read_only and (client.read_from_replicas or client.load_balancing_strategy):
+        node = manager.get_node_from_slot(
+            slot,
+            read_from_replicas=bool(client.read_from_replicas),
+            load_balancing_strategy=client.load_balancing_strategy,
+        )
+    else:
+        node = manager.get_node_from_slot(slot, read_from_replicas=False)
+    return str(node.name)
+
+
+class Driver:
+    """Runs :data:`~luapipe.wire.routing.Steps` on a sync client (see
+    :mod:`luapipe.wire.routing` for the requests), holding one session per node (and per
+    ``asking``) until the steps end or ask for :class:`~luapipe.wire.routing.Release`."""
+
+    __slots__ = ("_held", "client", "cluster", "round_trips")
+
+    def __init__(self, client: Any, held: Session | None = None) -> None:
+        """``held``: a session of a plain client the caller holds (and releases)."""
+        self.client = client
+        self.cluster = isinstance(client, redis.cluster.RedisCluster)
+        self._held: dict[tuple[str, bool], tuple[session | None, Session]] = {}
+        if held is not None:
+            self._held[held.address, False] = (None, held)
+        #: round trips written by this driver so far
+        self.round_trips = 0
+
+    def run(self, steps: Steps[T]) -> T:
+        failed = True
+        try:
+            request = next(steps)
+            while True:
+                try:
+                    answer = self.answer(request)
+                except LuapipeError as exc:  # thrown in: the steps decide what it means
+                    request = steps.throw(exc)
+                else:
+                    request = steps.send(answer)
+        except StopIteration as done:
+            failed = False
+            result: T = done.value
+            return result
+        finally:
+            self.release(failed=failed)
+
+    def answer(self, request: Any) -> Any:
+        kind = request.__class__
+        if kind is Send:
+            return self.send(request)
+        if kind is Locate:
+            return self.locate(request.slot, request.read_only)
+        if kind is SendEach:
+            return [self._part(p) for p in request.parts]
+        if kind is LocateMany:
+            return [self.locate(s, False) for s in request.slots]
+        if kind is Nodes:
+            return self.nodes()
+        if kind is SlotsOf:
+            return [self.slot(args) for args in request.commands]
+        if kind is Refresh:
+            return self.refresh(request)
+        if kind is Sleep:
+            return time.sleep(request.seconds)
+        if kind is Release:
+            return self.release(failed=False)
+        raise TypeError(f"not a request: {request!r}")
+
+    # -- where --------------------------------------------------------------------------
+    def _home(self) -> Session:
+        """The one session of a plain client (its address is known once it is held)."""
+        for s in self._held.values():
+            return s[1]
+        return self._open("", False, self.client)
+
+    def locate(self, slot: int | None, read_only: bool) -> str:
+        if not self.cluster:
+            return self._home().address
+        return _locate(self.client, slot, read_only)
+
+    def nodes(self) -> list[str]:
+        if not self.cluster:
+            return [self._home().address]
+        found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
+        return node_order(found)
+
+    def slot(self, args: tuple[Any, ...]) -> int | None:
+        try:
+            return int(self.client.determine_slot(*args))
+        except RedisClusterException as exc:
+            return command_slot_error(args, exc)
+
+    def refresh(self, request: Refresh) -> None:
+        cause = request.cause
+        if not self.cluster:  # no slot map to re-read: the cause stands
+            if isinstance(cause, Redirect):
+                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
+            raise cause
+        if isinstance(cause, Redirect) and cause.ask is not None:
+            return  # the slot map still names the old owner until the migration ends
+        time.sleep(request.delay)
+        with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
+            self.client.nodes_manager.initialize()  # the next attempt refreshes again
+
+    # -- sending ------------------------------------------------------------------------
+    def _open(self, node: str, asking: bool, client: Any) -> Session:
+        cm = session(client)
+        s = cm.__enter__()
+        self._held[node or s.address, asking] = (cm, s)
+        return s
+
+    def _session(self, node: str, asking: bool) -> Session:
+        held = self._held.get((node, asking))
+        if held is not None and not held[1].broken:
+            return held[1]
+        if held is not None:
+            del self._held[node, asking]
+            if held[0] is not None:
+                held[0].__exit__(None, None, None)
+        if not self.cluster:
+            if held is None and not asking and self._held:
+                return self._home()
+            return self._open(node, asking, self.client)
+        return self._open(node, asking, _node_name(self.client, node))
+
+    def send(self, request: Send) -> list[Any]:
+        s = self._session(request.node, request.asking)
+        before = s.round_trips
+        try:
+            return s.execute(request.batch, parse=request.parse, asking=request.asking)
+        finally:
+            self.round_trips += s.round_trips - before
+
+    def _part(self, request: Send) -> Any:
+        try:
+            return self.send(request)
+        except LuapipeError as exc:  # this node's part; the others are sent all the same
+            return exc
+
+    def release(self, *, failed: bool) -> None:
+        """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
+        held, self._held = self._held, {}
+        exc = (LuapipeError, LuapipeError("steps failed"), None) if failed else (None, None, None)
+        for cm, _ in held.values():
+            if cm is not None:  # a session the caller holds stays with the caller
+                cm.__exit__(*exc)
+
+
+def drive(steps: Steps[T], client: Any) -> T:
+    """Run ``steps`` on a sync client (plain or cluster); returns their result."""
+    return Driver(client).run(steps)

@@ -1,0 +1,312 @@
+"""The registry's server work as I/O-free steps: load, status, flush, kill, call, execute.
+
+Each function returns :data:`~luapipe.wire.routing.Steps`; the registry and the pipelines
+run them with :func:`luapipe.wire.sync.drive` or :func:`luapipe.wire.aio.drive_async`, so a
+sync and an asyncio client get the same commands, the same reply handling, the same
+redirect and retry decisions and the same errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from luapipe.errors import ConnectionFailed, CrossSlotError, LuapipeError, ServerError
+from luapipe.scripts.protocol import (
+    Entry,
+    KnownScripts,
+    Plan,
+    ScriptCall,
+    cached_by_eval,
+    check_loaded,
+    load_command,
+    script_error,
+    script_result,
+)
+from luapipe.scripts.script import LuaScript
+from luapipe.wire.policy import RetryPolicy, did_not_run
+from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
+from luapipe.wire.routing import (
+    LocateMany,
+    Nodes,
+    Refresh,
+    Send,
+    SendEach,
+    SlotsOf,
+    Steps,
+    gather,
+    on_slot_node,
+    slot_of,
+)
+
+__all__ = [
+    "NodeStatus",
+    "ScriptState",
+    "call_steps",
+    "execute_steps",
+    "flush_steps",
+    "kill_steps",
+    "load_steps",
+    "status_steps",
+]
+
+
+@dataclass(frozen=True)
+class ScriptState:
+    name: str
+    sha: str
+    loaded: bool
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """Which scripts one node has cached."""
+
+    node: str
+    scripts: tuple[ScriptState, ...]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.scripts if not s.loaded)
+
+
+# -- every node ---------------------------------------------------------------------------
+def _on_every_node(batch: list[Command]) -> Steps[list[tuple[str, list[Any]]]]:
+    """``batch`` on every node (primaries first), one round trip each: (node, replies).
+    Every node is tried; the first failure is raised after the others answered."""
+    nodes: list[str] = yield Nodes()
+    answers = yield SendEach(tuple(Send(batch, n) for n in nodes))
+    failed = [a for a in answers if isinstance(a, LuapipeError)]
+    done = [(n, a) for n, a in zip(nodes, answers, strict=True) if not isinstance(a, BaseException)]
+    if failed:
+        raise failed[0]
+    return done
+
+
+def load_steps(scripts: Sequence[LuaScript], known: KnownScripts) -> Steps[dict[str, str]]:
+    """SCRIPT LOAD every script on every node; {name: sha}."""
+    first: LuapipeError | None = None
+    for node, replies in (yield from _on_every_node([load_command(sc) for sc in scripts])):
+        for sc, reply in zip(scripts, replies, strict=True):
+            err = check_loaded(sc, reply)
+            if err is None:
+                known.add(node, sc.sha)
+            else:
+                first = first or err
+    if first is not None:
+        raise first
+    return {sc.name: sc.sha for sc in scripts}
+
+
+def status_steps(scripts: Sequence[LuaScript]) -> Steps[list[NodeStatus]]:
+    """SCRIPT EXISTS for every script, per node (primaries first, then replicas)."""
+    if not scripts:
+        return [NodeStatus(n, ()) for n in (yield Nodes())]
+    exists = Command(("SCRIPT", "EXISTS", *[sc.sha for sc in scripts]))
+    out: list[NodeStatus] = []
+    for node, (reply,) in (yield from _on_every_node([exists])):
+        flags = raise_for(reply)
+        pairs = zip(scripts, flags, strict=True)
+        states = tuple(ScriptState(sc.name, sc.sha, bool(f)) for sc, f in pairs)
+        out.append(NodeStatus(node, states))
+    return out
+
+
+def flush_steps(known: KnownScripts) -> Steps[list[str]]:
+    """SCRIPT FLUSH on every node (every application's scripts); the nodes."""
+    flushed = []
+    for node, (reply,) in (yield from _on_every_node([Command(("SCRIPT", "FLUSH"))])):
+        raise_for(reply)
+        known.forget(node)
+        flushed.append(node)
+    return flushed
+
+
+def kill_steps() -> Steps[list[str]]:
+    """SCRIPT KILL on every node; the nodes where a script was killed."""
+    killed = []
+    for node, (reply,) in (yield from _on_every_node([Command(("SCRIPT", "KILL"))])):
+        if isinstance(reply, ReplyError):
+            if reply.text.startswith("NOTBUSY"):
+                continue
+            if reply.text.startswith("UNKILLABLE"):
+                raise ServerError(
+                    f"UNKILLABLE: the script running on {node} has already written "
+                    "and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
+                )
+            raise_for(reply)
+        killed.append(node)
+    return killed
+
+
+# -- one call ------------------------------------------------------------------------------
+def _raise_or_return(result: Any) -> Any:
+    if isinstance(result, LuapipeError):
+        raise result
+    return result
+
+
+def after_evalsha(
+    call: ScriptCall, known: KnownScripts, node: str, reply: Any, asking: bool
+) -> Steps[Any]:
+    """What an EVALSHA's reply means: the value, a :class:`Redirect` (it did not run), the
+    script's error, or NOSCRIPT: sent once more as EVAL, whose NOSCRIPT can only be the
+    script's own error reply."""
+    if reply.__class__ is not ReplyError:
+        return reply
+    redirect = Redirect.of(reply)
+    if redirect is not None:
+        return redirect
+    script = call.script
+    if not reply.is_noscript:
+        raise script_error(script, reply.text)
+    known.discard(node, script.sha)
+    (reply,) = yield Send([call.eval()], node, asking)
+    redirect = Redirect.of(reply)
+    if redirect is not None:
+        return redirect
+    if cached_by_eval(reply):
+        known.add(node, script.sha)
+    return _raise_or_return(script_result(script, reply))
+
+
+def call_on_node(call: ScriptCall, known: KnownScripts, node: str, asking: bool) -> Steps[Any]:
+    """One attempt on ``node``: EVALSHA in steady state, else SCRIPT LOAD + EVALSHA in one
+    write; returns the reply or a :class:`Redirect`."""
+    if known.has(node, call.script.sha):
+        (reply,) = yield Send([call.evalsha()], node, asking)
+        return (yield from after_evalsha(call, known, node, reply, asking))
+    plan = Plan([call], known, node, transaction=False)
+    yield from plan_steps(plan, node, asking)
+    result = plan.results[0]
+    return result if isinstance(result, Redirect) else _raise_or_return(result)
+
+
+def call_steps(
+    call: ScriptCall,
+    known: KnownScripts,
+    policy: RetryPolicy,
+    *,
+    cluster: bool,
+    first: tuple[str, Any] | None = None,
+) -> Steps[Any]:
+    """One script call on the node that owns its keys' slot, at most once.
+
+    ``first``: ``(node, reply)`` of an EVALSHA a fast path already sent there (the driver
+    holds that connection); the steps carry on from its reply.
+    """
+    if first is not None:
+        outcome = yield from after_evalsha(call, known, first[0], first[1], False)
+        if not isinstance(outcome, Redirect):
+            return outcome
+        yield Refresh(outcome, policy.refresh_delay(0))
+    slot = slot_of(call.keys) if cluster else None
+    return (
+        yield from on_slot_node(
+            lambda node, asking: call_on_node(call, known, node, asking),
+            slot,
+            policy,
+            what=f"script {call.script.name!r}",
+            read_only=call.script.read_only,
+        )
+    )
+
+
+# -- a pipeline ----------------------------------------------------------------------------
+def plan_steps(plan: Plan, node: str, asking: bool) -> Steps[Plan]:
+    """Drive a :class:`Plan` on one node: each batch one round trip until it is done."""
+    batch = plan.start()
+    while batch:
+        batch = plan.feed((yield Send(batch, node, asking)))
+    return plan
+
+
+def _slots(entries: Sequence[Entry], transaction: bool) -> Steps[list[int | None]]:
+    """The slot of every entry (CrossSlotError before anything is sent)."""
+    plain = [i for i, e in enumerate(entries) if not isinstance(e, ScriptCall)]
+    found = iter((yield SlotsOf(tuple(entries[i].args for i in plain))) if plain else ())
+    slots = [slot_of(e.keys) if isinstance(e, ScriptCall) else next(found) for e in entries]
+    if not transaction:
+        return slots
+    used = sorted({s for s in slots if s is not None})
+    if len(used) > 1:
+        raise CrossSlotError(
+            f"transaction=True needs every key in one slot, got slots {used}; "
+            "use a common hash tag such as {user:42}; nothing was sent"
+        )
+    return [used[0] if used else None] * len(entries)
+
+
+def execute_steps(
+    entries: Sequence[Entry],
+    known: KnownScripts,
+    policy: RetryPolicy,
+    *,
+    transaction: bool,
+    cluster: bool,
+) -> Steps[tuple[list[Any], int]]:
+    """A pipeline's entries, one :class:`Plan` per node; (results in queue order, calls
+    re-sent after NOSCRIPT). Entries that did not run (a redirect, a node that refused the
+    connection) are routed again; anything that may have run is never re-sent."""
+    slots = (yield from _slots(entries, transaction)) if cluster else [None] * len(entries)
+    results: list[Any] = [None] * len(entries)
+    reloads = 0
+    pending = list(range(len(entries)))
+    asks: dict[int, str] = {}  # entry -> the node an ASK named (its slot is migrating)
+    retry: dict[int, Redirect | ConnectionFailed] = {}
+    for attempt in range(policy.redirects):
+        routed = [i for i in pending if i not in asks]
+        nodes = (yield LocateMany(tuple(slots[i] for i in routed))) if routed else []
+        groups: dict[tuple[str, bool], list[int]] = {}
+        for i, node in zip(routed, nodes, strict=True):
+            groups.setdefault((node, False), []).append(i)
+        for i in pending:
+            if i in asks:
+                groups.setdefault((asks[i], True), []).append(i)
+        plans = {
+            key: Plan([entries[i] for i in idx], known, key[0], transaction=transaction)
+            for key, idx in groups.items()
+        }
+        outcomes = yield from gather({k: plan_steps(p, k[0], k[1]) for k, p in plans.items()})
+        retry = {}
+        failure: LuapipeError | None = None
+        for key, idx in groups.items():
+            outcome = outcomes[key]
+            if isinstance(outcome, LuapipeError):
+                cause = did_not_run(outcome)
+                if cause is None:  # it may have run: never re-sent
+                    failure = failure or outcome
+                    results_of = [outcome] * len(idx)
+                else:
+                    retry.update((i, cause) for i in idx)
+                    continue
+            else:
+                reloads += plans[key].reloads
+                results_of = plans[key].results
+            for i, r in zip(idx, results_of, strict=True):
+                results[i] = r
+                if isinstance(r, Redirect):
+                    retry[i] = r
+        if failure is not None:  # the other nodes' parts ran; nothing is re-sent
+            raise failure
+        if not retry:
+            return results, reloads
+        pending = sorted(retry)
+        asks = {i: a for i, c in retry.items() if isinstance(c, Redirect) and (a := c.ask)}
+        # an ASK goes on at once; any other cause waits for the slot map to be re-read
+        cause = next((c for i, c in retry.items() if i not in asks), retry[pending[0]])
+        try:
+            yield Refresh(cause, policy.refresh_delay(attempt))
+        except LuapipeError as exc:  # a plain client: no slot map to re-read
+            if exc is cause:
+                raise
+            for i in pending:
+                results[i] = exc
+            return results, reloads
+    for i in pending:
+        results[i] = ServerError(
+            f"no node would take this command after {policy.redirects} attempts; "
+            f"it did not run: {retry[i]}"
+        )
+    return results, reloads

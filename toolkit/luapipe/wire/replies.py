@@ -1,0 +1,183 @@
+"""What is sent and what comes back, free of I/O: commands, error replies, redirects.
+
+- :class:`Command`: one command's words (and redis-py parse options);
+- :class:`ReplyError`: an error reply in its slot (never raised by the transports);
+- :class:`Redirect`: a cluster redirect, typed (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) and
+  built only from the server's own reply, never from one of luapipe's messages;
+- :func:`with_asking`: a batch for the node an ``ASK`` named;
+- :func:`whole_or_nothing`: whether a batch runs only if it arrives whole, so a failed
+  write of it proves that nothing ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import redis.exceptions as rex
+
+from luapipe.errors import translate
+
+__all__ = [
+    "ASKING",
+    "Command",
+    "Redirect",
+    "ReplyError",
+    "Value",
+    "as_command",
+    "full_error_text",
+    "raise_for",
+    "whole_or_nothing",
+    "with_asking",
+]
+
+#: a key or argument as redis-py sends it
+Value = str | bytes | int | float
+
+NOSCRIPT_TEXT = "NOSCRIPT No matching script"
+RedirectKind = Literal["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"]
+_KINDS: tuple[RedirectKind, ...] = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command: its words and the redis-py parse options (``withscores=True``...)."""
+
+    args: tuple[Any, ...]
+    options: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: apply redis-py's response callback (for commands queued through its methods)
+    parse: bool = False
+
+    @property
+    def name(self) -> str:
+        head = self.args[0]
+        return (head.decode() if isinstance(head, bytes) else str(head)).upper()
+
+
+def as_command(cmd: Command | Sequence[Any]) -> Command:
+    return cmd if isinstance(cmd, Command) else Command(tuple(cmd))
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A cluster redirect: the command did not run on that node; route it again.
+
+    ``kind`` is the reply's code; ``target`` the ``host:port`` a MOVED or ASK names (None
+    for TRYAGAIN and CLUSTERDOWN); ``text`` the server's line, for messages.
+    """
+
+    kind: RedirectKind
+    target: str | None
+    text: str
+
+    @property
+    def ask(self) -> str | None:
+        """``host:port`` of an ``ASK`` (send it there once, after ASKING), else None."""
+        return self.target if self.kind == "ASK" else None
+
+    @classmethod
+    def of(cls, reply: Any) -> Redirect | None:
+        """The redirect an error reply is, or None (any other reply)."""
+        if reply.__class__ is not ReplyError:
+            return None
+        text: str = reply.text
+        kind = text.split(" ", 1)[0]
+        if kind not in _KINDS:
+            return None
+        words = text.split()
+        target = words[2] if kind in ("MOVED", "ASK") and len(words) == 3 else None
+        return cls(kind, target, text)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class ReplyError:
+    """An error reply in its slot. ``text`` is the server's text (first line)."""
+
+    text: str
+
+    @property
+    def is_noscript(self) -> bool:
+        """True only for the server's own "script not cached" reply."""
+        return self.text.startswith(NOSCRIPT_TEXT)
+
+    @property
+    def is_compile_error(self) -> bool:
+        """The script did not compile, so the server did not cache it."""
+        return "Error compiling script" in self.text
+
+    @property
+    def is_redirect(self) -> bool:
+        """MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not run; route it again."""
+        return self.text.startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
+
+    @property
+    def redirect(self) -> Redirect | None:
+        return Redirect.of(self)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def full_error_text(exc: BaseException) -> str:
+    """The server's error line with its code: redis-py strips known codes (NOSCRIPT, ERR)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    code = getattr(exc, "status_code", None)
+    if code and not text.startswith(f"{code} "):
+        text = f"{code} {text}"
+    return text
+
+
+def raise_for(reply: Any) -> Any:
+    """Return ``reply`` or raise the luapipe error for a :class:`ReplyError`."""
+    if isinstance(reply, ReplyError):
+        raise translate(rex.ResponseError(reply.text))
+    return reply
+
+
+def _word(arg: Any) -> str:
+    return (arg.decode(errors="replace") if isinstance(arg, bytes) else str(arg)).upper()
+
+
+def _harmless(cmd: Command) -> bool:
+    """A command whose running alone changes nothing a caller could notice (SCRIPT LOAD,
+    ASKING)."""
+    if cmd.name == "ASKING":
+        return True
+    return cmd.name == "SCRIPT" and len(cmd.args) > 1 and _word(cmd.args[1]) == "LOAD"
+
+
+def whole_or_nothing(cmds: Sequence[Command]) -> bool:
+    """Whether ``cmds`` change anything only if they arrive whole: one command (after
+    harmless ones such as SCRIPT LOAD or ASKING), or MULTI ... EXEC."""
+    if not cmds:
+        return True
+    return (cmds[0].name == "MULTI" and cmds[-1].name == "EXEC") or all(
+        _harmless(c) for c in cmds[:-1]
+    )
+
+
+ASKING = Command(("ASKING",))
+
+
+def with_asking(cmds: Sequence[Command]) -> tuple[list[Command], list[int]]:
+    """``cmds`` for the node named by an ``ASK`` redirect: each command preceded by ASKING
+    (the server forgets it after one command), except inside MULTI ... EXEC, where the flag
+    set before MULTI holds and an ASKING would be queued. Also returns where the replies of
+    ``cmds`` are in the longer batch."""
+    out: list[Command] = []
+    keep: list[int] = []
+    in_multi = False
+    for c in cmds:
+        if not in_multi:
+            out.append(ASKING)
+        keep.append(len(out))
+        out.append(c)
+        if c.name == "MULTI":
+            in_multi = True
+        elif c.name in ("EXEC", "DISCARD"):
+            in_multi = False
+    return out, keep
