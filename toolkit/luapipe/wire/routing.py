@@ -65,6 +65,8 @@ __all__ = [
     "Steps",
     "command_slot_error",
     "gather",
+    "routed",
+    "sent_to",
     "is_cluster",
     "key_bytes",
     "node_order",
@@ -260,3 +262,77 @@ def gather(parts: Mapping[K, Steps[T]]) -> Steps[dict[K, T | LuapipeError]]:
             steps = waiting.pop(key)[0]
             advance(key, steps, answer)
     return out
+
+
+def sent_to(
+    batches: Generator[Sequence[Any], list[Any], T], node: str, *, asking: bool = False
+) -> Steps[T]:
+    """Steps that yield bare batches (one round trip each), sent to one ``node``."""
+    try:
+        batch = next(batches)
+        while True:
+            batch = batches.send((yield Send(batch, node, asking)))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+def routed(
+    batch: Sequence[Sequence[Any]], policy: RetryPolicy, *, cluster: bool, parse: bool = False
+) -> Steps[list[Any]]:
+    """``batch`` (one key each, at position 1) sent to the nodes that own the keys: one
+    write per node a round; the replies in order. Commands answered with a redirect, or
+    whose node refused the connection, did not run: only they are sent again (ASK at once
+    to the node named, the others after the slot map is re-read). A part that may have run
+    raises its error after the other parts were read; nothing is re-sent."""
+    cmds = [tuple(c) for c in batch]
+    if not cluster:
+        node: str = yield Locate(None)
+        only: list[Any] = yield Send(cmds, node, parse=parse)
+        return only
+    replies: list[Any] = [None] * len(cmds)
+    pending = list(range(len(cmds)))
+    asks: dict[int, str] = {}
+    retry: dict[int, Redirect | ConnectionFailed] = {}
+    for attempt in range(policy.redirects):
+        own = [i for i in pending if i not in asks]
+        slots = tuple(key_slot(key_bytes(cmds[i][1])) if len(cmds[i]) > 1 else None for i in own)
+        nodes = (yield LocateMany(slots)) if own else []
+        groups: dict[tuple[str, bool], list[int]] = {}
+        for i, n in zip(own, nodes, strict=True):
+            groups.setdefault((n, False), []).append(i)
+        for i in pending:
+            if i in asks:
+                groups.setdefault((asks[i], True), []).append(i)
+        keys = list(groups)
+        answers = yield SendEach(
+            tuple(Send([cmds[i] for i in groups[k]], k[0], k[1], parse) for k in keys)
+        )
+        retry = {}
+        failure: LuapipeError | None = None
+        for k, answer in zip(keys, answers, strict=True):
+            if isinstance(answer, LuapipeError):
+                cause = did_not_run(answer)
+                if cause is None:
+                    failure = failure or answer
+                else:
+                    retry.update((i, cause) for i in groups[k])
+                continue
+            for i, reply in zip(groups[k], answer, strict=True):
+                redirect = Redirect.of(reply)
+                if redirect is None:
+                    replies[i] = reply
+                else:
+                    retry[i] = redirect
+        if failure is not None:  # the other parts ran; nothing is re-sent
+            raise failure
+        if not retry:
+            return replies
+        pending = sorted(retry)
+        asks = {i: a for i, c in retry.items() if isinstance(c, Redirect) and (a := c.ask)}
+        cause = next((c for i, c in retry.items() if i not in asks), retry[pending[0]])
+        yield Refresh(cause, policy.refresh_delay(attempt))
+    raise ServerError(
+        f"no node would take {len(pending)} command(s) after {policy.redirects} attempts: "
+        f"{retry[pending[0]]}"
+    )
