@@ -19,7 +19,7 @@ from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 
-from .helpers import emptied_cluster_client
+from .helpers import Flavour, emptied_cluster_client
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS_DIR = ROOT / "scripts_lua"
@@ -114,6 +114,12 @@ def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def driver(request: pytest.FixtureRequest) -> Flavour:
+    """Runs one test body through the sync and the asyncio client API (see Flavour)."""
+    return Flavour(request.param)
 
 
 @pytest.fixture

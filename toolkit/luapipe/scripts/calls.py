@@ -175,7 +175,7 @@ def call_on_node(call: ScriptCall, known: KnownScripts, node: str, asking: bool)
     """One attempt on ``node``: EVALSHA in steady state, else SCRIPT LOAD + EVALSHA in one
     write; returns the reply or a :class:`Redirect`."""
     if known.has(node, call.script.sha):
-        (reply,) = yield Send([call.evalsha()], node, asking)
+        (reply,) = yield Send([call.evalsha_args()], node, asking)
         return (yield from after_evalsha(call, known, node, reply, asking))
     plan = Plan([call], known, node, transaction=False)
     yield from plan_steps(plan, node, asking)

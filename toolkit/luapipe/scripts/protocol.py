@@ -92,8 +92,12 @@ class ScriptCall:
     args: tuple[Value, ...]
 
     def evalsha(self) -> Command:
+        return Command(self.evalsha_args())
+
+    def evalsha_args(self) -> tuple[Any, ...]:
+        """The words of the EVALSHA (EVALSHA_RO for ``no-writes`` scripts)."""
         verb = "EVALSHA_RO" if self.script.read_only else "EVALSHA"
-        return Command((verb, self.script.sha, len(self.keys), *self.keys, *self.args))
+        return (verb, self.script.sha, len(self.keys), *self.keys, *self.args)
 
     def eval(self) -> Command:
         """EVAL (EVAL_RO): never answered by a genuine NOSCRIPT, and it caches the script."""

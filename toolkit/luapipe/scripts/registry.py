@@ -219,7 +219,7 @@ class ScriptRegistry:
         with sync.session(client) as s:  # the fast path: one EVALSHA in steady state
             first = None
             if self.known.has(s.address, script.sha):
-                reply = s.send_one(call.evalsha().args)
+                reply = s.send_one(call.evalsha_args())
                 if reply.__class__ is not ReplyError:
                     return reply
                 first = (s.address, reply)
@@ -242,7 +242,7 @@ class ScriptRegistry:
         try:
             first = None
             if self.known.has(s.address, script.sha):
-                reply = await s.send_one(call.evalsha().args)
+                reply = await s.send_one(call.evalsha_args())
                 if reply.__class__ is not ReplyError:
                     return reply
                 first = (s.address, reply)

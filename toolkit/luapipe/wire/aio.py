@@ -215,6 +215,10 @@ class AsyncSession:
         ``asking``: this node was named by an ``ASK`` redirect (its slot is being imported);
         each command is sent after an ASKING (:func:`~luapipe.wire.sync.with_asking`), whose
         replies are left out."""
+        if len(commands) == 1 and not (parse or asking):
+            one = commands[0]
+            if one.__class__ is tuple:  # the steady-state call: one raw command
+                return [await self.send_one(one)]
         cmds = [as_command(c) for c in commands]
         if not cmds:
             return []

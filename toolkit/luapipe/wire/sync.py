@@ -205,6 +205,10 @@ class Session:
 
         ``asking``: this node was named by an ``ASK`` redirect (its slot is being imported);
         each command is sent after an ASKING, whose replies are left out."""
+        if len(commands) == 1 and not (parse or asking):
+            one = commands[0]
+            if one.__class__ is tuple:  # the steady-state call: one raw command
+                return [self.send_one(one)]
         cmds = [as_command(c) for c in commands]
         if not cmds:
             return []
@@ -360,7 +364,7 @@ class Driver:
         if kind is Locate:
             return self.locate(request.slot, request.read_only)
         if kind is SendEach:
-            return [self._part(p) for p in request.parts]
+            return self.send_each(request.parts)
         if kind is LocateMany:
             return [self.locate(s, False) for s in request.slots]
         if kind is Nodes:
@@ -445,6 +449,9 @@ class Driver:
             return self.send(request)
         except LuapipeError as exc:  # this node's part; the others are sent all the same
             return exc
+
+    def send_each(self, parts: Sequence[Send]) -> list[Any]:
+        return [self._part(p) for p in parts]
 
     def release(self, *, failed: bool) -> None:
         """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
