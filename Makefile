@@ -31,6 +31,7 @@ venv: $(STAMP)
 lint: venv
 	$(BIN)/ruff check toolkit tests examples
 	$(BIN)/ruff format --check toolkit tests examples
+	$(BIN)/lint-imports --no-logo
 
 typecheck: venv
 	$(BIN)/mypy --strict toolkit/luapipe
