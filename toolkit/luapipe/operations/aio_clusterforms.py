@@ -40,7 +40,7 @@ from luapipe.errors import (
 )
 from luapipe.operations import clientforms, serverforms
 from luapipe.operations.aio_forms import drive_async, transaction_async
-from luapipe.operations.clusterforms import ATTEMPTS, _form_did_not_run, group, plan_slot, settle
+from luapipe.operations.clusterforms import ATTEMPTS, group, plan_slot, settle
 from luapipe.operations.plan import Env, Plan, RunResult
 from luapipe.wire import sync as transport
 from luapipe.wire._legacy import node_by_address_async as node_by_address
@@ -220,8 +220,6 @@ async def _on_slot_node(
         client,
         plan_slot(plan, client, env),  # CrossSlotError before sending
         run,
-        _form_did_not_run,
-        attempts=ATTEMPTS,
         what=repr(plan.name),
     )
 

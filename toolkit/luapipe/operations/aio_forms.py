@@ -29,6 +29,7 @@ from luapipe.operations.forms import bind, check_form, plan_of
 from luapipe.operations.plan import Env, Plan, RunResult, Steps, wire
 from luapipe.wire.aio import AsyncSession, async_session
 from luapipe.wire.clients import require_async_client
+from luapipe.wire.policy import DEFAULT
 
 if TYPE_CHECKING:
     from luapipe.operations.operation import Operation
@@ -119,7 +120,7 @@ async def transaction_async(
                 trips += s.round_trips
         if ok:
             return RunResult(ret, "transaction", trips, attempt)
-        await asyncio.sleep(clientforms.backoff(attempt))
+        await asyncio.sleep(DEFAULT.watch_delay(attempt))
     raise clientforms.aborted(plan, max_retries)
 
 
