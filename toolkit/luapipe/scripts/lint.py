@@ -1,43 +1,67 @@
-"""Check scripts without a server: compile (Lua 5.1 through lupa), globals, declared keys.
+"""Check scripts without a server: compile, luacheck, the header, and portability.
 
-- Compile errors name ``file:line`` (template lines are mapped back); a file that fails to
-  compile and holds Jinja2 syntax without the ``-- @template`` opt-in gets a hint.
-- Global assignments (Redis refuses them at run time) are found with ``luac5.1 -l`` when
-  it is installed; otherwise a note says they were not checked.
-- ``KEYS[n]``/``ARGV[n]`` beyond what the header declares are flagged.
+- Compile errors (Lua 5.1 through lupa, as Redis compiles) name ``file:line`` (template
+  lines are mapped back); a file that fails to compile and holds Jinja2 syntax without the
+  ``-- @template`` opt-in gets a hint. A script that does not compile is not checked further.
+- luacheck, with a standard describing the server's Lua environment
+  (:mod:`luapipe.scripts.luacheck`): undefined globals read or written (errors: Redis
+  refuses them at run time), unused variables and arguments, shadowing, unreachable code
+  (warnings). Each finding is ``file:line:col`` with luacheck's code (``W113``).
+- ``KEYS[n]``/``ARGV[n]`` beyond what the header declares (``LP101``), read from the Lua
+  tokens, so comments and strings never count.
+- With ``targets`` (``redis-7.0``, ``redis-7.4``, ``redis-8.2``, ``valkey-8``,
+  ``dragonfly``): the environment of each target instead of the base one (a finding that
+  holds on only some targets names them), a no-op ``replicate_commands`` (``LP201``) and keys
+  not passed through ``KEYS`` (``LP202``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from luapipe.errors import ScriptSyntaxError
+from luapipe.errors import LuapipeError, ScriptSyntaxError
+from luapipe.scripts.header import Signature
+from luapipe.scripts.luacheck import Finding, luacheck_path, run_luacheck
+from luapipe.scripts.luaenv import BASE, TARGETS, why
+from luapipe.scripts.luatokens import indexes, tokens
+from luapipe.scripts.portability import portability
+from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.script import LuaScript
 
-__all__ = ["LintIssue", "compile_check", "lint_scripts", "luac_available"]
+__all__ = [
+    "TARGETS",
+    "LintIssue",
+    "compile_check",
+    "compile_problems",
+    "lint_scripts",
+    "luac_available",
+    "luacheck_available",
+]
 
 _LINE_RE = re.compile(r"user_script:(\d+):\s*(.*)")
-_SETGLOBAL_RE = re.compile(r"\[(\d+)\]\s+SETGLOBAL\s+\S+\s+\S+\s+;\s+(\S+)")
-_INDEX_RE = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+_UNDEFINED = re.compile(r"(?:variable|field) '(?P<name>[^']+)'(?: of global '(?P<glob>[^']+)')?")
+SYNTAX = "LP001"
+BEYOND_HEADER = "LP101"
 
 
 @dataclass(frozen=True)
 class LintIssue:
-    """One finding: ``severity`` is "error" (will not load/run) or "warning"."""
+    """One finding: ``severity`` is "error" (will not load or run) or "warning";
+    ``location`` is ``file:line`` or ``file:line:col``; ``code`` is luacheck's (``W211``)
+    or luapipe's own (``LP...``)."""
 
     location: str
     severity: str
     message: str
+    code: str = ""
 
     def __str__(self) -> str:
-        return f"{self.location}: {self.severity}: {self.message}"
+        code = f" {self.code}" if self.code else ""
+        return f"{self.location}: {self.severity}{code}: {self.message}"
 
 
 def _compilable(source: str) -> str:
@@ -80,67 +104,127 @@ def _hint(script: LuaScript) -> str:
     return _OPT_IN_HINT
 
 
-def compile_check(scripts: Iterable[LuaScript]) -> None:
-    """Raise :class:`ScriptSyntaxError` (file:line) for the first script that won't compile."""
+def compile_problems(scripts: Iterable[LuaScript]) -> list[ScriptProblem]:
+    """One :class:`ScriptProblem` (file:line) per script that does not compile."""
+    problems = []
     for script in scripts:
         err = compile_error(script)
         if err is not None:
             line, message = err
             where = script.file_line(line)
-            raise ScriptSyntaxError(
+            exc = ScriptSyntaxError(
                 f"{where}: Lua syntax error: {message}{_hint(script)}",
                 path=script.path or script.name,
                 line=line,
             )
+            problems.append(ScriptProblem.of(script.name, script.path or script.name, exc))
+    return problems
 
 
-def _globals(script: LuaScript, luac: str) -> list[LintIssue]:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=True) as tmp:
-        tmp.write(_compilable(script.source))
-        tmp.flush()
-        out = subprocess.run([luac, "-p", "-l", tmp.name], capture_output=True, text=True)
-    return [
-        LintIssue(script.file_line(int(m[1])), "error", f"assigns global {m[2]!r} (use local)")
-        for m in _SETGLOBAL_RE.finditer(out.stdout)
-    ]
+def compile_check(scripts: Iterable[LuaScript]) -> None:
+    """Raise :class:`ScriptSyntaxError` (file:line) naming every script that won't compile."""
+    raise_problems(compile_problems(scripts))
 
 
-def _indexes(script: LuaScript) -> list[LintIssue]:
+def _severity(finding: Finding) -> str:
+    """Syntax and globals (1xx) are errors: Redis refuses a new global and raises on a
+    missing one. Everything else is a warning."""
+    return "error" if finding.code.startswith("E") or finding.code[1] == "1" else "warning"
+
+
+def _explained(finding: Finding) -> str:
+    m = _UNDEFINED.search(finding.message)
+    if finding.code in ("W113", "W143", "W111", "W142") and m is not None:
+        name = f"{m['glob']}.{m['name']}" if m["glob"] else m["name"]
+        reason = why(name)
+        if reason:
+            return f"{finding.message} ({reason})"
+    return finding.message
+
+
+def _keeps(finding: Finding) -> bool:
+    """Redis lets a script write into its own ``KEYS``/``ARGV`` tables."""
+    return not (finding.code == "W122" and finding.message.endswith(("'KEYS'", "'ARGV'")))
+
+
+def _luacheck_issues(scripts: Sequence[LuaScript], targets: Sequence[str]) -> list[list[Any]]:
+    """Per script: ``(line, col, severity, code, message)`` from luacheck, once per target
+    (a finding that holds on only some of several targets names them)."""
+    envs = {t: TARGETS[t].env for t in targets} or {"": BASE}
+    seen: list[dict[tuple[int, int, str, str], list[str]]] = [{} for _ in scripts]
+    for target, env in envs.items():
+        for i, findings in enumerate(run_luacheck([s.source for s in scripts], env)):
+            for f in filter(_keeps, findings):
+                seen[i].setdefault((f.line, f.col, f.code, _explained(f)), []).append(target)
+    out: list[list[Any]] = []
+    for per_script in seen:
+        rows = []
+        for (line, col, code, message), where in per_script.items():
+            if len(where) < len(envs):
+                message += f" (on {', '.join(where)})"
+            severity = _severity(Finding(line, col, code, message))
+            rows.append([line, col, severity, code, message])
+        out.append(rows)
+    return out
+
+
+def _beyond_header(script: LuaScript, toks: list[Any]) -> list[list[Any]]:
+    rows = []
+    for tok, n in indexes(toks):
+        params = script.keys if tok.text == "KEYS" else script.args
+        if params is None:
+            continue
+        most = Signature(params).maximum
+        if most is not None and n > most:
+            kind = "key" if tok.text == "KEYS" else "arg"
+            declared = f"{most} @{kind}{'' if most == 1 else 's'}"
+            rows.append(
+                [
+                    tok.line,
+                    tok.col,
+                    "error",
+                    BEYOND_HEADER,
+                    f"uses {tok.text}[{n}] but the header declares {declared}",
+                ]
+            )
+    return rows
+
+
+def lint_scripts(scripts: Iterable[LuaScript], *, targets: Sequence[str] = ()) -> list[LintIssue]:
+    """Every finding for every script, in order; an empty list means clean.
+
+    Needs luacheck (:class:`~luapipe.errors.EnvironmentProblem` without it); ``targets``
+    are names of :data:`TARGETS`.
+    """
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise LuapipeError(f"unknown target {unknown[0]!r}; known: {', '.join(TARGETS)}")
+    scripts = list(scripts)
     issues: list[LintIssue] = []
-    for lineno, line in enumerate(script.source.splitlines(), start=1):
-        code = line.split("--", 1)[0]
-        for m in _INDEX_RE.finditer(code):
-            params = script.keys if m[1] == "KEYS" else script.args
-            if params is None or (params and params[-1].variadic):
-                continue
-            if int(m[2]) > len(params):
-                kind = "key" if m[1] == "KEYS" else "arg"
-                issues.append(
-                    LintIssue(
-                        script.file_line(lineno),
-                        "error",
-                        f"uses {m[0]} but the header declares {len(params)} @{kind}",
-                    )
-                )
-    return issues
-
-
-def lint_scripts(scripts: Iterable[LuaScript]) -> list[LintIssue]:
-    """Every finding for every script, in order; an empty list means clean."""
-    luac = shutil.which("luac5.1")
-    issues: list[LintIssue] = []
+    compiled = []
     for script in scripts:
         err = compile_error(script)
-        if err is not None:
-            issues.append(
-                LintIssue(script.file_line(err[0]), "error", f"Lua syntax: {err[1]}{_hint(script)}")
-            )
-            continue
-        if luac:
-            issues.extend(_globals(script, luac))
-        issues.extend(_indexes(script))
-    return issues
+        if err is None:
+            compiled.append(script)
+        else:
+            message = f"Lua syntax: {err[1]}{_hint(script)}"
+            issues.append(LintIssue(script.file_line(err[0]), "error", message, SYNTAX))
+    checked = _luacheck_issues(compiled, targets)
+    for script, rows in zip(compiled, checked, strict=True):
+        toks = tokens(script.source)
+        rows = rows + _beyond_header(script, toks)
+        rows += [list(p) for p in portability(script.source, toks, targets)]
+        for line, col, severity, code, message in sorted(rows, key=lambda r: (r[0], r[1])):
+            location = f"{script.file_line(line)}:{col}"
+            issues.append(LintIssue(location, severity, message, code))
+    order = {s.path or s.name: i for i, s in enumerate(scripts)}
+    return sorted(issues, key=lambda i: order.get(i.location.split(":", 1)[0], 0))
+
+
+def luacheck_available() -> bool:
+    return luacheck_path() is not None
 
 
 def luac_available() -> bool:
-    return shutil.which("luac5.1") is not None
+    """Kept for callers of the old lint (globals are now checked by luacheck)."""
+    return luacheck_available()
