@@ -54,7 +54,9 @@ def test_wrong_counts_are_refused_with_names() -> None:
         s.check_call(["a"], [1])
     push = ScriptRegistry.from_directory(SCRIPTS_DIR)["capped_push"]
     push.check_call(["l"], [3, "a", "b", "c"])
-    with pytest.raises(CallArgumentError, match=r"takes at least 2 args \(cap, values\.\.\.\), got 1"):
+    with pytest.raises(
+        CallArgumentError, match=r"takes at least 2 args \(cap, values\.\.\.\), got 1"
+    ):
         push.check_call(["l"], [3])
 
 
@@ -113,7 +115,8 @@ def test_template_include_and_line_mapping(tmp_path: Path) -> None:
     reg = ScriptRegistry.from_directory(tmp_path)
     assert reg.names() == ["use"]  # the snippet is not a script
     assert "local function clamp" in reg["use"].source
-    assert reg["use"].file_line(6) == f"{tmp_path / 'use.lua'}:4"
+    assert reg["use"].source.splitlines()[6] == "return clamp(1, 0, 2)"
+    assert reg["use"].file_line(7) == f"{tmp_path / 'use.lua'}:4"
 
 
 def test_template_error_names_line(tmp_path: Path) -> None:

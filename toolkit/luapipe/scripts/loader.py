@@ -52,7 +52,8 @@ def _line_map(template: str, rendered: str, env: jinja2.Environment) -> list[int
         m = _INCLUDE_LINE.match(line)
         if m is not None:
             included = env.loader.get_source(env, m["name"])[0] if env.loader else ""
-            mapping.extend([lineno] * max(1, len(included.rstrip("\n").splitlines())))
+            # a snippet ending in a newline leaves an empty line before the next one
+            mapping.extend([lineno] * max(1, len(included.split("\n"))))
         else:
             mapping.append(lineno)
     extra = len(rendered.splitlines()) - len(mapping)

@@ -73,8 +73,9 @@ def portability(source: str, toks: list[Tok], targets: Sequence[str]) -> list[Po
                 )
             )
     refusing = [t for t in targets if TARGETS[t].undeclared_keys == "error"]
-    if "allow-undeclared-keys" in source:
+    if "allow-undeclared-keys" in source:  # Dragonfly's opt-in: --!df flags=...
         refusing = []
+    clustered = [t for t in targets if TARGETS[t].undeclared_keys == "warning"]
     for use in key_arguments(toks, KEY_FIRST):
         if use.origin is not Origin.UNDECLARED:
             continue
@@ -90,7 +91,7 @@ def portability(source: str, toks: list[Tok], targets: Sequence[str]) -> list[Po
                     "or add the line '--!df flags=allow-undeclared-keys')",
                 )
             )
-        else:
+        elif clustered:
             found.append(
                 (
                     use.line,
