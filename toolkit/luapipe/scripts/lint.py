@@ -17,34 +17,38 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from luapipe.errors import LuapipeError, ScriptSyntaxError
+from luapipe.errors import LuapipeError
+from luapipe.scripts.compiler import compile_check, compile_error, compile_problems, opt_in_hint
 from luapipe.scripts.header import Signature
+from luapipe.scripts.loader import scan
 from luapipe.scripts.luacheck import Finding, luacheck_path, run_luacheck
 from luapipe.scripts.luaenv import BASE, TARGETS, why
 from luapipe.scripts.luatokens import indexes, tokens
 from luapipe.scripts.portability import portability
-from luapipe.scripts.problems import ScriptProblem, raise_problems
-from luapipe.scripts.script import LuaScript
+from luapipe.scripts.problems import ScriptProblem
+from luapipe.scripts.script import LuaScript, one_line
 
 __all__ = [
     "TARGETS",
     "LintIssue",
+    "LintReport",
     "compile_check",
     "compile_problems",
+    "lint_directory",
     "lint_scripts",
     "luac_available",
     "luacheck_available",
 ]
 
-_LINE_RE = re.compile(r"user_script:(\d+):\s*(.*)")
 _UNDEFINED = re.compile(r"(?:variable|field) '(?P<name>[^']+)'(?: of global '(?P<glob>[^']+)')?")
 SYNTAX = "LP001"
+UNREADABLE = "LP002"
 BEYOND_HEADER = "LP101"
 
 
@@ -62,68 +66,6 @@ class LintIssue:
     def __str__(self) -> str:
         code = f" {self.code}" if self.code else ""
         return f"{self.location}: {self.severity}{code}: {self.message}"
-
-
-def _compilable(source: str) -> str:
-    """Redis drops a ``#!lua`` line but counts it as line 1: keep the numbering."""
-    if source.startswith("#!"):
-        return "\n" + source.split("\n", 1)[1] if "\n" in source else ""
-    return source
-
-
-@functools.cache
-def _loadstring() -> Any:
-    """Lua 5.1's ``loadstring`` (Redis runs Lua 5.1), created once."""
-    from lupa import lua51
-
-    return lua51.LuaRuntime(register_eval=False, encoding=None).eval("loadstring")
-
-
-def compile_error(script: LuaScript) -> tuple[int, str] | None:
-    """``(line, message)`` of the first compile error, or None."""
-    result = _loadstring()(_compilable(script.source).encode("utf-8"), b"=user_script")
-    if isinstance(result, tuple) and len(result) > 1 and result[0] is None:
-        # Bytes: Lua may quote half of a multi-byte character ("near '\xe2'").
-        text = bytes(result[1]).decode("utf-8", "backslashreplace")
-        m = _LINE_RE.search(text)
-        return (int(m[1]), m[2]) if m else (1, text)
-    return None
-
-
-_JINJA_MARKERS = ("{%", "{{", "{#")
-_OPT_IN_HINT = (
-    " (hint: this file is sent as written; to render it with Jinja2 add the header line "
-    "'-- @template')"
-)
-
-
-def _hint(script: LuaScript) -> str:
-    """A plain file that fails to compile may be a template that forgot to opt in."""
-    if script.template or not any(m in script.source for m in _JINJA_MARKERS):
-        return ""
-    return _OPT_IN_HINT
-
-
-def compile_problems(scripts: Iterable[LuaScript]) -> list[ScriptProblem]:
-    """One :class:`ScriptProblem` (file:line) per script that does not compile."""
-    problems = []
-    for script in scripts:
-        err = compile_error(script)
-        if err is not None:
-            line, message = err
-            where = script.file_line(line)
-            exc = ScriptSyntaxError(
-                f"{where}: Lua syntax error: {message}{_hint(script)}",
-                path=script.path or script.name,
-                line=line,
-            )
-            problems.append(ScriptProblem.of(script.name, script.path or script.name, exc))
-    return problems
-
-
-def compile_check(scripts: Iterable[LuaScript]) -> None:
-    """Raise :class:`ScriptSyntaxError` (file:line) naming every script that won't compile."""
-    raise_problems(compile_problems(scripts))
 
 
 def _severity(finding: Finding) -> str:
@@ -207,7 +149,7 @@ def lint_scripts(scripts: Iterable[LuaScript], *, targets: Sequence[str] = ()) -
         if err is None:
             compiled.append(script)
         else:
-            message = f"Lua syntax: {err[1]}{_hint(script)}"
+            message = f"Lua syntax: {err[1]}{opt_in_hint(script)}"
             issues.append(LintIssue(script.file_line(err[0]), "error", message, SYNTAX))
     checked = _luacheck_issues(compiled, targets)
     for script, rows in zip(compiled, checked, strict=True):
@@ -219,6 +161,40 @@ def lint_scripts(scripts: Iterable[LuaScript], *, targets: Sequence[str] = ()) -
             issues.append(LintIssue(location, severity, message, code))
     order = {s.path or s.name: i for i, s in enumerate(scripts)}
     return sorted(issues, key=lambda i: order.get(i.location.split(":", 1)[0], 0))
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """Every script file of a directory (``files``) and the findings, in file order."""
+
+    files: int
+    issues: tuple[LintIssue, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for i in self.issues if i.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return len(self.issues) - self.errors
+
+
+def _unreadable(problem: ScriptProblem) -> LintIssue:
+    """A file that is not a script at all (name, header, encoding, template) as a finding."""
+    shown = one_line(problem.path)
+    m = re.match(re.escape(shown) + r"(?::\d+)?: ", problem.message)
+    if m is None:
+        return LintIssue(shown, "error", problem.message, UNREADABLE)
+    return LintIssue(m[0][:-2], "error", problem.message[m.end() :], UNREADABLE)
+
+
+def lint_directory(directory: str | Path, *, targets: Sequence[str] = ()) -> LintReport:
+    """Lint every script file of ``directory``: the files that cannot be read as scripts
+    are findings too, so one run reports everything."""
+    found = scan(directory)
+    issues = [*map(_unreadable, found.problems), *lint_scripts(found.scripts, targets=targets)]
+    issues.sort(key=lambda i: i.location.split(":", 1)[0])
+    return LintReport(len(found.scripts) + len(found.problems), tuple(issues))
 
 
 def luacheck_available() -> bool:

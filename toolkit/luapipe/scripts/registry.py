@@ -35,7 +35,7 @@ from luapipe.errors import (
     ServerError,
     UnknownScriptError,
 )
-from luapipe.scripts.lint import compile_problems
+from luapipe.scripts.compiler import compile_problems
 from luapipe.scripts.loader import scan
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import (

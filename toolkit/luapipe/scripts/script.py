@@ -54,7 +54,7 @@ def script_name_problem(name: str) -> str | None:
     return None
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with control characters escaped (a file name may hold a newline)."""
     return "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text)
 
@@ -64,7 +64,7 @@ def validate_name(name: str, what: str = "script name", where: str | None = None
     error message."""
     problem = script_name_problem(name)
     if problem is not None:
-        prefix = f"{_one_line(where)}: " if where else ""
+        prefix = f"{one_line(where)}: " if where else ""
         raise ScriptError(
             f"{prefix}invalid {what} {name!r}: {problem} (names may hold letters, digits, "
             "'_', '-' and '.')"
