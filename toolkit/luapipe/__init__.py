@@ -42,6 +42,7 @@ from luapipe.operations.verify import Case, Mismatch, VerifyReport, verify
 from luapipe.scripts.deploy import DeployReport, Drift, deploy
 from luapipe.scripts.lint import LintIssue, lint_scripts
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
+from luapipe.scripts.problems import ScriptProblem
 from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.scripts.script import LuaScript, Param
 
@@ -75,6 +76,7 @@ __all__ = [
     "Safety",
     "ScriptError",
     "ScriptPipeline",
+    "ScriptProblem",
     "ScriptRegistry",
     "ScriptRuntimeError",
     "ScriptState",
