@@ -27,7 +27,7 @@ from luapipe.errors import (
 )
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
-from luapipe.wire import aio, sync
+from luapipe.wire import aio, drivers, sync
 
 from ..drivers import Driver
 from ..helpers import SLOW, calls, reset_stats
@@ -206,10 +206,10 @@ def test_the_two_transports_and_drivers_expose_the_same_methods() -> None:
         "parser",
         "pending",
     }
-    assert public(sync.Driver) == public(aio.AsyncDriver, aio_names=True)
+    assert public(drivers.Driver) == public(drivers.AsyncDriver, aio_names=True)
     assert public(sync.session) == public(aio.async_session, aio_names=True)
-    assert set(inspect.signature(sync.drive).parameters) == set(
-        inspect.signature(aio.drive_async).parameters
+    assert set(inspect.signature(drivers.drive).parameters) == set(
+        inspect.signature(drivers.drive_async).parameters
     )
 
 

@@ -1,7 +1,7 @@
 """The registry's server work as I/O-free steps: load, status, flush, kill, call, execute.
 
 Each function returns :data:`~luapipe.wire.routing.Steps`; the registry and the pipelines
-run them with :func:`luapipe.wire.sync.drive` or :func:`luapipe.wire.aio.drive_async`, so a
+run them with :func:`luapipe.wire.drivers.drive` or :func:`~luapipe.wire.drivers.drive_async`, so a
 sync and an asyncio client get the same commands, the same reply handling, the same
 redirect and retry decisions and the same errors.
 """

@@ -48,7 +48,7 @@ from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import KnownScripts, Plan, ScriptCall
 from luapipe.scripts.script import LuaScript, Value
-from luapipe.wire import aio, sync
+from luapipe.wire import aio, drivers, sync
 from luapipe.wire.clients import (
     AsyncClient,
     SyncClient,
@@ -160,8 +160,8 @@ class ScriptRegistry:
     def _run(steps: Steps[Any], client: Any) -> Any:
         """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio)."""
         if is_async_client(client):
-            return aio.drive_async(steps, client)
-        return sync.drive(steps, client)
+            return drivers.drive_async(steps, client)
+        return drivers.drive(steps, client)
 
     @overload
     def load(self, client: AsyncClient) -> Coroutine[Any, Any, dict[str, str]]: ...
@@ -240,7 +240,7 @@ class ScriptRegistry:
         script.check_call(keys, args)
         call = ScriptCall(script, tuple(keys), tuple(args))
         if kind == _SYNC_CLUSTER:
-            return sync.drive(call_steps(call, self.known, self.policy, cluster=True), client)
+            return drivers.drive(call_steps(call, self.known, self.policy, cluster=True), client)
         with sync.session(client) as s:  # the fast path: one EVALSHA in steady state
             first = None
             if self.known.has(s.address, script.sha):
@@ -249,7 +249,7 @@ class ScriptRegistry:
                     return reply
                 first = (s.address, reply)
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
-            return sync.Driver(client, s).run(steps)
+            return drivers.Driver(client, s).run(steps)
 
     async def _call_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
@@ -259,7 +259,7 @@ class ScriptRegistry:
         call = ScriptCall(script, tuple(keys), tuple(args))
         if kind == _ASYNC_CLUSTER or client.single_connection_client:
             steps = call_steps(call, self.known, self.policy, cluster=kind == _ASYNC_CLUSTER)
-            return await aio.drive_async(steps, client)
+            return await drivers.drive_async(steps, client)
         # The fast path, flattened (no context manager): same steps as aio.async_session.
         pool = client.connection_pool
         conn = await aio.acquire(pool)
@@ -272,7 +272,7 @@ class ScriptRegistry:
                     return reply
                 first = (s.address, reply)
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
-            return await aio.AsyncDriver(client, s).run(steps)
+            return await drivers.AsyncDriver(client, s).run(steps)
         finally:
             await s.close_if_dirty()
             await pool.release(conn)

@@ -7,7 +7,9 @@
   the combinators every behaviour is written with (``on_slot_node``, ``gather``,
   ``routed``, ``sent_to``);
 - :mod:`~luapipe.wire.sync` / :mod:`~luapipe.wire.aio`: the two transports (twins, kept
-  line-aligned, public methods pinned by a test) and the two drivers that run steps;
+  line-aligned, public methods pinned by a test);
+- :mod:`~luapipe.wire.drivers`: the two drivers that run steps (``drive``, ``drive_async``),
+  side by side;
 - :mod:`~luapipe.wire.clients`: which client is which; :mod:`~luapipe.wire.connect`: a
   client from a URL (CLI only).
 

@@ -1,7 +1,7 @@
 """Cluster routing, free of I/O: the rules, the request vocabulary and its combinators.
 
 Logic above the transport is written once, as a generator of *requests* (:data:`Steps`).
-A driver (:func:`luapipe.wire.sync.drive`, :func:`luapipe.wire.aio.drive_async`) answers
+A driver (:func:`luapipe.wire.drivers.drive`, :func:`~luapipe.wire.drivers.drive_async`) answers
 each request on held connections and sends the answer back in; a transport error is
 *thrown* into the generator (:class:`~luapipe.errors.ConnectionFailed`: nothing was
 written; :class:`~luapipe.errors.OutcomeUnknown`: it may have run), so every retry decision
@@ -133,7 +133,7 @@ Request: TypeAlias = (
     Locate | LocateMany | Nodes | SlotsOf | Send | SendEach | Refresh | Sleep | Release
 )
 #: Logic as an I/O-free generator: it yields requests, is sent their answers and returns
-#: its result. Run it with ``wire.sync.drive`` or ``wire.aio.drive_async``.
+#: its result. Run it with ``wire.drivers.drive`` or ``drive_async``.
 Steps: TypeAlias = Generator[Any, Any, T]
 
 
