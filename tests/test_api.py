@@ -31,6 +31,7 @@ PINNED = [
     "Param",
     "ReadOnlyError",
     "Recommendation",
+    "RetryPolicy",
     "RunResult",
     "Safety",
     "ScriptError",

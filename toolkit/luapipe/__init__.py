@@ -45,6 +45,7 @@ from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem
 from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.scripts.script import LuaScript, Param
+from luapipe.wire.policy import RetryPolicy
 
 __all__ = [
     "AsyncScriptPipeline",
@@ -72,6 +73,7 @@ __all__ = [
     "Param",
     "ReadOnlyError",
     "Recommendation",
+    "RetryPolicy",
     "RunResult",
     "Safety",
     "ScriptError",
