@@ -11,6 +11,7 @@ import inspect
 import re
 import threading
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -243,3 +244,36 @@ def test_concurrent_threads_share_a_single_connection_client(
         t.join()
     c.close()
     assert errors == []
+
+
+def test_a_session_the_caller_holds_survives_release(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """The registry's fast path lends its session to the driver; a Release in the steps
+    must not drop it: the steps go on on the caller's connection (an asyncio
+    single-connection client would otherwise wait on the lock its caller holds)."""
+    from luapipe.wire.routing import Locate, Release, Send, Steps
+
+    c = redis.Redis(host=redis_server.host, port=redis_server.port)
+
+    def steps() -> Steps[tuple[Any, Any]]:
+        node = yield Locate(None)
+        (first,) = yield Send([("CLIENT", "ID")], node)
+        yield Release()
+        node = yield Locate(None)
+        (second,) = yield Send([("CLIENT", "ID")], node)
+        return first, second
+
+    out: list[Any] = []
+
+    def work() -> None:
+        with sync.session(c) as s:
+            out.append(drivers.Driver(c, s).run(steps()))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the driver waited on the caller's own connection"
+    ((first, second),) = out
+    assert first == second
+    c.close()

@@ -214,10 +214,11 @@ class Driver:
 
     def release(self, *, failed: bool) -> None:
         """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
-        held, self._held = self._held, {}
+        held = self._held  # a session the caller holds stays, with the caller
+        self._held = {key: h for key, h in held.items() if h[0] is None}
         exc = (LuapipeError, LuapipeError("steps failed"), None) if failed else (None, None, None)
         for cm, _ in held.values():
-            if cm is not None:  # a session the caller holds stays with the caller
+            if cm is not None:
                 cm.__exit__(*exc)
 
 
@@ -379,12 +380,13 @@ class AsyncDriver:
 
     async def release(self, *, failed: bool) -> None:
         """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
-        held, self._held = self._held, {}
+        held = self._held  # a session the caller holds stays, with the caller
+        self._held = {key: h for key, h in held.items() if h[0] is None}
         for _, s in held.values():
             if failed:
                 s.broken = True  # close_if_dirty drops it
         for cm, _ in held.values():
-            if cm is not None:  # a session the caller holds stays with the caller
+            if cm is not None:
                 await cm.__aexit__(None, None, None)
 
 
