@@ -382,8 +382,8 @@ class AsyncDriver:
         """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
         held = self._held  # a session the caller holds stays, with the caller
         self._held = {key: h for key, h in held.items() if h[0] is None}
-        for _, s in held.values():
-            if failed:
+        for cm, s in held.values():
+            if failed and cm is not None:  # a lent session: its caller decides
                 s.broken = True  # close_if_dirty drops it
         for cm, _ in held.values():
             if cm is not None:
