@@ -46,7 +46,7 @@ from luapipe.scripts.compiler import compile_problems
 from luapipe.scripts.loader import scan
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
-from luapipe.scripts.protocol import KnownScripts, Plan, ScriptCall
+from luapipe.scripts.protocol import KnownScripts, ScriptCall
 from luapipe.scripts.script import LuaScript, Value
 from luapipe.wire import aio, drivers, sync
 from luapipe.wire.clients import (
@@ -291,9 +291,6 @@ class ScriptRegistry:
         if is_async_client(client):
             return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
-
-    def plan(self, entries: Sequence[Any], node: str, *, transaction: bool) -> Plan:
-        return Plan(entries, self.known, node, transaction=transaction)
 
 
 def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
