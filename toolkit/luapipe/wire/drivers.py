@@ -67,17 +67,24 @@ def _node_name(client: Any, node: str) -> redis.Redis:
 
 
 def _locate(client: Any, slot: int | None, read_only: bool) -> str:
+    """The slot's primary; for ``read_only`` (no-writes) requests a replica where the client
+    reads from replicas, as redis-py routes its own reads (the twin of ``aio.node_for``)."""
     if slot is None:
         return str(client.get_default_node().name)
     manager = client.nodes_manager
-    if read_only and (client.read_from_replicas or client.load_balancing_strategy):
-        node = manager.get_node_from_slot(
-            slot,
-            read_from_replicas=bool(client.read_from_replicas),
-            load_balancing_strategy=client.load_balancing_strategy,
-        )
-    else:
-        node = manager.get_node_from_slot(slot, read_from_replicas=False)
+    try:
+        if read_only and (client.read_from_replicas or client.load_balancing_strategy):
+            node = manager.get_node_from_slot(
+                slot,
+                read_from_replicas=bool(client.read_from_replicas),
+                load_balancing_strategy=client.load_balancing_strategy,
+            )
+        else:
+            node = manager.get_node_from_slot(slot, read_from_replicas=False)
+    except RedisClusterException as exc:  # no node has the slot (mid-failover): re-route
+        raise ConnectionFailed(
+            f"slot {slot} is not covered by the cluster; nothing was sent"
+        ) from exc
     return str(node.name)
 
 
