@@ -277,3 +277,12 @@ def test_a_session_the_caller_holds_survives_release(
     ((first, second),) = out
     assert first == second
     c.close()
+
+
+def test_transport_errors_keep_redis_py_s_cause(driver: Driver, reg: ScriptRegistry) -> None:
+    """luapipe's error says what it means for the caller; the redis-py error that caused it
+    stays attached (``raise ... from exc``) for whoever debugs it."""
+    c = driver.redis(free_port())
+    with pytest.raises(ConnectionFailed) as raised:
+        driver.run(reg.call(c, "counted", ["k"], [1]))
+    assert isinstance(raised.value.__cause__, redis.exceptions.ConnectionError | OSError)

@@ -135,11 +135,11 @@ class AsyncSession:
                     f"connection to {self.address} was closed after {self.round_trips} round "
                     f"trip(s) of this operation: those ran, the rest was not sent, so the "
                     f"outcome is unknown ({exc})"
-                ) from None
+                ) from exc
             raise
         except _NET_ERRORS as exc:
             await self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
             raise
@@ -177,7 +177,7 @@ class AsyncSession:
             reply = ReplyError(full_error_text(exc))
         except _NET_ERRORS as exc:
             await self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
             raise
@@ -213,7 +213,7 @@ class AsyncSession:
                 replies.append(await self._read(c, parse))
         except _NET_ERRORS as exc:
             await self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
             raise
@@ -235,14 +235,14 @@ async def acquire(pool: Any) -> Any:
     try:
         conn = await pool.get_connection()
     except (rex.RedisError, OSError) as exc:
-        raise translate(exc, where=_pool_address(pool), sent=False) from None
+        raise translate(exc, where=_pool_address(pool), sent=False) from exc
     try:
         if _socket_stale(conn):
             await open_connection(conn, pooled=True)
     except BaseException as exc:
         await pool.release(conn)
         if isinstance(exc, rex.RedisError | OSError):
-            raise translate(exc, where=_pool_address(pool), sent=False) from None
+            raise translate(exc, where=_pool_address(pool), sent=False) from exc
         raise
     return conn
 
@@ -274,7 +274,7 @@ class async_session:  # lower case: used like a function, ``async with async_ses
                 self._lock.release()
                 if isinstance(exc, _NET_ERRORS):
                     where = address_of(client.connection)
-                    raise translate(exc, where=where, sent=False) from None
+                    raise translate(exc, where=where, sent=False) from exc
                 raise
             self._session = AsyncSession(client, client.connection)
             return self._session
@@ -316,7 +316,7 @@ class node_session:  # lower case: used like a function
         except BaseException as exc:
             node.release(conn)
             if isinstance(exc, rex.RedisError | OSError):
-                raise translate(exc, where=node.name, sent=False) from None
+                raise translate(exc, where=node.name, sent=False) from exc
             raise
         self._session = AsyncSession(self._client, conn, parser=node)
         return self._session

@@ -137,8 +137,8 @@ class Session:
                     f"connection to {self.address} was closed after {self.round_trips} round "
                     f"trip(s) of this operation: those ran, the rest was not sent, so the "
                     f"outcome is unknown (a WATCH on it is lost too) ({exc})"
-                ) from None
-            raise translate(exc, where=self.address, sent=False) from None
+                ) from exc
+            raise translate(exc, where=self.address, sent=False) from exc
         try:
             conn.send_packed_command(packed, check_health=False)
         except (rex.RedisError, OSError) as exc:
@@ -148,13 +148,13 @@ class Session:
                     f"connection to {self.address} failed while sending round trip "
                     f"{self.round_trips + 1} of this operation: the earlier ones ran, so the "
                     f"outcome is unknown; nothing was re-sent ({str(exc).strip()})"
-                ) from None
+                ) from exc
             if all_or_nothing:
                 raise ConnectionFailed(
                     f"connection to {self.address} failed while sending; the request did not "
                     f"arrive whole, so nothing ran ({str(exc).strip()})"
-                ) from None
-            raise translate(exc, where=self.address, sent=True) from None
+                ) from exc
+            raise translate(exc, where=self.address, sent=True) from exc
         self.round_trips += 1
 
     def _lost(self) -> None:
@@ -171,7 +171,7 @@ class Session:
             return ReplyError(full_error_text(exc))
         except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
             self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
 
     def execute(
         self,
@@ -206,7 +206,7 @@ class Session:
                 replies.append(self._read(c, parse))
         except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
             self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         return replies
 
     def _read(self, cmd: Command, parse: bool) -> Any:
@@ -247,7 +247,7 @@ class session:  # lower case: used like a function, ``with session(client) as s`
         except (rex.RedisError, OSError) as exc:
             kw = pool.connection_kwargs
             where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}"
-            raise translate(exc, where=where.rstrip(":"), sent=False) from None
+            raise translate(exc, where=where.rstrip(":"), sent=False) from exc
         self._session = Session(client, conn)
         return self._session
 
