@@ -46,9 +46,9 @@ ACL refusal (NOPERM)                   PermissionDenied            NoPermissionE
 OOM, EXECABORT, MOVED, other replies   ServerError                 OutOfMemoryError, ExecAbortError,
                                                                    MovedError..., ResponseError
 Lua compile error from the server      ScriptSyntaxError           ResponseError
-keys in different cluster slots        CrossSlotError              ClusterCrossSlotError (with a
-                                                                   cluster client also redis-py's
-                                                                   RedisClusterException)
+keys in different cluster slots        CrossSlotError              ClusterCrossSlotError and
+                                                                   RedisClusterException (what
+                                                                   its cluster client raises)
 refused / reset before sending         ConnectionFailed            ConnectionError
 connect timeout                        ConnectionFailed            TimeoutError
 server LOADING its data                ConnectionFailed            BusyLoadingError
@@ -220,8 +220,9 @@ class BusyError(ServerError):
     """BUSY: the server is running a slow script and refuses other work meanwhile."""
 
 
-class CrossSlotError(ServerError, rex.ClusterCrossSlotError):
-    """The keys of one call hash to different cluster slots."""
+class CrossSlotError(ServerError, rex.ClusterCrossSlotError, rex.RedisClusterException):
+    """The keys of one call hash to different cluster slots (refused before sending, as
+    redis-py's cluster client refuses them with ``RedisClusterException``)."""
 
 
 class ReadOnlyError(ServerError, rex.ReadOnlyError):
