@@ -118,7 +118,9 @@ class LuapipeError(Exception):
     redis_class: ClassVar[type[BaseException] | None] = None
 
     def __new__(cls, *args: Any, like: Like | None = None, **kwargs: Any) -> Self:
-        extra = like if like is not None else cls.redis_class
+        extra = like
+        if extra is None and "_luapipe_parts" not in cls.__dict__:  # not already combined
+            extra = cls.redis_class
         if extra is not None:
             cls = _combined(cast(Any, cls), extra if isinstance(extra, tuple) else (extra,))
         return super().__new__(cls, *args)
@@ -269,7 +271,9 @@ def _mask_one(m: re.Match[str]) -> str:
     at = rest.rfind("@")
     if at < 0:
         return m[0]
-    user, colon, _ = rest[:at].partition(":")
+    user, colon, secret = rest[:at].partition(":")
+    if secret in ("PASSWORD", "***"):  # a placeholder in a hint, or masked already
+        return m[0]
     shown = f"{user}:***" if colon else "***"  # a lone userinfo may be a password too
     return f"{m['scheme']}{shown}{rest[at:]}"
 
