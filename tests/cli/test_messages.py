@@ -139,3 +139,43 @@ def test_no_password_reaches_a_cli_message(
     assert res.exit_code == 1, res.output
     _one_error_line(res.stderr)
     _secret_free(res.stdout + res.stderr)
+
+
+def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> None:
+    """The README's throw-away server line, run as written (on a free port, a private pid
+    file): it starts a Redis the examples can use, and its pid file stops that one."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import time
+
+    from ..conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert "Python 3.11" in readme and "Redis 7.0" in readme
+    line = next(x for x in readme.splitlines() if x.startswith("redis-server "))
+    port, pidfile = free_port(), tmp_path / "demo.pid"
+    words = [
+        str(pidfile) if w.endswith(".pid") else str(port) if w == "6379" else w
+        for w in shlex.split(line)
+    ]
+    subprocess.run([*words, "--dir", str(tmp_path)], check=True, capture_output=True)
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(pidfile.read_text())
+    try:
+        client = redis.Redis(port=port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        assert client.config_get("save") == {"save": ""}
+        client.close()
+    finally:
+        os.kill(pid, signal.SIGTERM)
