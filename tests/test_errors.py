@@ -438,3 +438,61 @@ def test_every_message_is_masked_when_the_error_is_made() -> None:
         translate(OSError("redis://:wrong@secret-tail@h:1 refused"), where="x"),
     ):
         assert "secret" not in str(err) and "wrong" not in str(err), str(err)
+
+
+def test_fakeredis_failures_are_luapipe_errors_with_the_line(fake: redis.Redis) -> None:
+    """fakeredis does not say the line of a failed redis.call: the one line it can come
+    from is named, or the candidates; redis.call() without arguments (fakeredis raises a
+    TypeError) is a one-line LuapipeError."""
+    reg = ScriptRegistry(
+        [
+            LuaScript.from_source("one", "local x = 1\nreturn redis.call('INCR', KEYS[1])\n"),
+            LuaScript.from_source(
+                "two", "redis.call('SET', KEYS[1], 'x')\nreturn redis.call('INCR', KEYS[1])\n"
+            ),
+            LuaScript.from_source("none", "local x = 1\nreturn redis.call()\n"),
+        ]
+    )
+    fake.set("s", "abc")
+    err = _raised(lambda: reg.call(fake, "one", keys=["s"]))
+    assert isinstance(err, ScriptRuntimeError) and str(err).startswith("one:2: ")
+    err = _raised(lambda: reg.call(fake, "two", keys=["s"]))
+    assert isinstance(err, ScriptRuntimeError) and "one of lines 1, 2" in str(err)
+    err = _raised(lambda: reg.call(fake, "none"))
+    assert isinstance(err, LuapipeError) and len(str(err).splitlines()) == 1
+    assert "TypeError" in str(err)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_bad_input_is_a_luapipe_error_through_both_drivers(env: Env, driver: str) -> None:
+    """The same failures through the sync and the asyncio paths."""
+    import asyncio
+
+    import redis.asyncio
+
+    def call(client_kw: dict[str, Any], name: str, args: list[Any]) -> BaseException:
+        if driver == "sync":
+            pool = redis.ConnectionPool(host=env.server.host, port=env.server.port, **client_kw)
+            return _raised(lambda: env.reg.call(redis.Redis(connection_pool=pool), name, args=args))
+
+        async def main() -> Any:
+            pool = redis.asyncio.ConnectionPool(
+                host=env.server.host, port=env.server.port, **client_kw
+            )
+            client = redis.asyncio.Redis(connection_pool=pool)
+            try:
+                return await env.reg.call(client, name, args=args)
+            finally:
+                await client.aclose()
+
+        return _raised(lambda: asyncio.run(main()))
+
+    err = call({}, "echo", [None])
+    assert isinstance(err, CallArgumentError) and isinstance(err, rex.DataError)
+    from redis._parsers import _AsyncHiredisParser
+
+    parser = _HiredisParser if driver == "sync" else _AsyncHiredisParser
+    err = call({"parser_class": parser}, "deep", [3000])
+    assert isinstance(err, OutcomeUnknown) and isinstance(err, rex.InvalidResponse), repr(err)
+    err = _raised(lambda: env.reg.call(f"redis://{env.server.host}:{env.server.port}", "echo"))
+    assert isinstance(err, CallArgumentError) and "redis.Redis.from_url" in str(err)
