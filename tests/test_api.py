@@ -36,6 +36,7 @@ PINNED = [
     "Safety",
     "ScriptError",
     "ScriptPipeline",
+    "ScriptProblem",
     "ScriptRegistry",
     "ScriptRuntimeError",
     "ScriptState",
