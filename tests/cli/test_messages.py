@@ -41,7 +41,7 @@ def test_a_lua_limit_without_a_line_names_the_line_it_is_reached(tmp_path: Path)
     expected = f"error: {tmp_path / 'big.lua'}:32769: Lua syntax error: too many local variables"
     assert _one_error_line(res.output) == expected
     res = CliRunner().invoke(main, ["scripts", "lint", "--dir", str(tmp_path)])
-    assert "big.lua:32769: error: Lua syntax: too many local variables" in res.output
+    assert "big.lua:32769: error LP001: Lua syntax: too many local variables" in res.output
 
 
 def test_call_prints_nil_as_redis_cli_does(
