@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +44,7 @@ from luapipe.errors import (
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 
+from .conftest import EXAMPLES_DIR
 from .helpers import SPIN
 
 #: every redis-py class a register_script user might catch
@@ -496,3 +498,24 @@ def test_bad_input_is_a_luapipe_error_through_both_drivers(env: Env, driver: str
     assert isinstance(err, OutcomeUnknown) and isinstance(err, rex.InvalidResponse), repr(err)
     err = _raised(lambda: env.reg.call(f"redis://{env.server.host}:{env.server.port}", "echo"))
     assert isinstance(err, CallArgumentError) and "redis.Redis.from_url" in str(err)
+
+
+def test_functions_without_an_asyncio_twin_say_so(env: Env, tmp_path: Path) -> None:
+    """deploy and verify take a sync client: an asyncio one or a URL is one line, with no
+    never-awaited coroutine left behind."""
+    import warnings
+
+    import redis.asyncio
+
+    op = luapipe.load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    aclient = redis.asyncio.Redis(host=env.server.host, port=env.server.port)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a never-awaited coroutine fails the test
+        for bad in (
+            lambda: luapipe.deploy(env.reg, aclient, tmp_path / "lock.json"),  # type: ignore[arg-type]
+            lambda: luapipe.verify(op, aclient, cases=1),  # type: ignore[arg-type]
+            lambda: luapipe.verify(op, "redis://127.0.0.1:6379", cases=1),  # type: ignore[arg-type]
+        ):
+            err = _raised(bad)
+            assert isinstance(err, CallArgumentError) and "client" in str(err), repr(err)
+    assert not (tmp_path / "lock.json").exists()

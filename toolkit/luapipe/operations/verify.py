@@ -28,6 +28,7 @@ from luapipe.operations.casegen import Case, KeyState, sample_case
 from luapipe.operations.clusterforms import execute_routed, run_op
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import restore_library, snapshot_library
+from luapipe.scripts.registry import require_sync
 from luapipe.wire import routing as _cluster
 from luapipe.wire import sync as transport
 
@@ -238,6 +239,7 @@ def verify(
     tag) are skipped and named with the reason in ``skipped``. ``spec`` is the spec path a
     mismatch's "reproduce" line names (default: the operation's own path). The function
     library is left as verify found it (see the module docstring)."""
+    require_sync(client, "verify")
     use = tuple(forms or op.forms)
     skipped: tuple[str, ...] = ()
     if _is_fake(client) and op.read_only and "script" in use:
