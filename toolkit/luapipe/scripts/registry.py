@@ -400,6 +400,16 @@ def is_async_client(client: object) -> bool:
     )
 
 
+def require_sync(client: object, what: str) -> None:
+    """A :class:`CallArgumentError` unless ``client`` is a sync redis-py client (for the
+    functions that have no asyncio twin: deploy, verify)."""
+    if is_async_client(client):
+        raise CallArgumentError(
+            f"{what} needs a sync client (redis.Redis or redis.cluster.RedisCluster), got "
+            f"{type(client).__module__}.{type(client).__name__}"
+        )
+
+
 def killed_by(reply: Any, address: str) -> bool:
     """Whether SCRIPT KILL's ``reply`` killed a script (False: none was running); an
     UNKILLABLE or other error reply is raised."""
