@@ -6,6 +6,7 @@ where redis-py's is (so a retry handler never re-sends what redis-py would not).
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import socket
 import threading
@@ -76,6 +77,7 @@ SOURCES = {
     "own_noscript": "return redis.error_reply('NOSCRIPT not really')\n",
     "setter": "redis.call('SET', KEYS[1], 'x')\nreturn 1\n",
     "spin": "redis.call('INCR', KEYS[1])\n" + SPIN,
+    "hold": SPIN,  # read-only: SCRIPT KILL stops it
     "echo": "return ARGV[1]\n",
     "deep": "local t = {} local c = t\n"
     "for i = 1, tonumber(ARGV[1]) do local n = {} c[1] = n c = n end\nreturn t\n",
@@ -163,27 +165,34 @@ def case_out_of_memory(env: Env) -> tuple[BaseException, BaseException]:
         env.admin.config_set("maxmemory", 0)
 
 
-def case_busy(env: Env) -> tuple[BaseException, BaseException]:
+@contextlib.contextmanager
+def _busy(env: Env) -> Iterator[None]:
+    """The server held by a slow read-only script from another thread (so every other
+    command gets BUSY) until the block ends, then that script is killed."""
     env.admin.config_set("busy-reply-threshold", 50)
     env.reg.load(env.admin)
-    got: list[tuple[BaseException, BaseException]] = []
-    for _ in range(2):  # one slow script per side: the second side needs a busy server too
-        runner = threading.Thread(target=env.reg.call, args=(env.client(), "spin", ["n"], [500]))
-        runner.start()
+
+    def hold() -> None:
+        with contextlib.suppress(LuapipeError):  # killed
+            env.reg.call(env.client(), "hold", args=[10_000])
+
+    runner = threading.Thread(target=hold)
+    runner.start()
+    try:
         _wait_busy(env.admin)
-        got.append(env.both("echo", env.client(), [], ["x"]))
+        yield
+    finally:
+        env.admin.script_kill()
         runner.join()
-        _wait_idle(env.admin)
-    return got[0][0], got[1][1]
+
+
+def case_busy(env: Env) -> tuple[BaseException, BaseException]:
+    with _busy(env):
+        return env.both("echo", env.client(), [], ["x"])
 
 
 def case_busy_transaction(env: Env) -> tuple[BaseException, BaseException]:
-    env.admin.config_set("busy-reply-threshold", 50)
-    env.reg.load(env.admin)
     client = env.client()
-    runner = threading.Thread(target=env.reg.call, args=(env.client(), "spin", ["n"], [500]))
-    runner.start()
-    _wait_busy(env.admin)
 
     def ours() -> Any:
         with env.reg.pipeline(client, transaction=True) as tx:
@@ -194,9 +203,8 @@ def case_busy_transaction(env: Env) -> tuple[BaseException, BaseException]:
         client.register_script(SOURCES["echo"])(args=["x"], client=pipe)
         return pipe.set("a", 1).execute()
 
-    pair = (_raised(ours), _raised(theirs))
-    runner.join()
-    return pair
+    with _busy(env):
+        return _raised(ours), _raised(theirs)
 
 
 def case_permission_denied(env: Env) -> tuple[BaseException, BaseException]:
