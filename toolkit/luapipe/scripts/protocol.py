@@ -193,7 +193,7 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         return generic
     # The script's own error_reply, or a failed redis.call on a server that does not say
     # the line (fakeredis): name the lines it can have come from.
-    return _runtime_error(text, f"{_error_sites(script)}: {text} (script {script.name})")
+    return _runtime_error(text, f"{_error_sites(script)}: script {script.name} failed: {text}")
 
 
 def _refused(err: LuapipeError, text: str) -> bool:
