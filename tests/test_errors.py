@@ -527,3 +527,18 @@ def test_functions_without_an_asyncio_twin_say_so(env: Env, tmp_path: Path) -> N
             err = _raised(bad)
             assert isinstance(err, CallArgumentError) and "client" in str(err), repr(err)
     assert not (tmp_path / "lock.json").exists()
+
+
+def test_a_nil_command_argument_fails_alike_in_every_form(env: Env) -> None:
+    """A spec whose read passes nil: Lua refuses it ("command arguments must be strings or
+    integers"), Python forms refuse it before sending (CallArgumentError + DataError; it
+    used to escape verify as a bare DataError traceback): the same failure in every form."""
+    spec = (EXAMPLES_DIR / "operations" / "cas_update.toml").read_text()
+    spec = spec.replace('args = ["field"]', 'args = ["nil"]', 1)
+    assert 'args = ["nil"]' in spec
+    op = luapipe.parse_operation(spec, path="nil_arg.toml")
+    report = luapipe.verify(op, env.admin, cases=3, seed=7)
+    assert report.ok, report.summary()
+    args = {"field": "a", "expected": "a", "new": "b"}
+    err = _raised(lambda: op.run(env.admin, "naive", keys={"record": "r"}, args=args))
+    assert isinstance(err, CallArgumentError) and isinstance(err, rex.DataError)

@@ -21,6 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.exceptions import DataError
 
 from luapipe import runtime as _rt
 from luapipe.errors import LuapipeError
@@ -38,12 +39,15 @@ if TYPE_CHECKING:
 __all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case", "setup", "verify"]
 
 _CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EXECABORT")
+_BADARG = "Lua redis lib command arguments must be strings or integers"
 _ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*)?$")
 
 
 def error_code(exc: BaseException) -> str:
     """What an error means, independent of the form that raised it."""
     text = str(exc)
+    if isinstance(exc, DataError) or _BADARG in text:
+        return "BADARG"  # a nil (or a table) as a command argument: refused in every form
     for code in _CODES:
         if re.search(rf"\b{code}\b", text):
             return code
