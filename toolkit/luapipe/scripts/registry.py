@@ -310,10 +310,9 @@ _KINDS: dict[type, int] = {}
 
 
 def _kind_of(client: object) -> int:
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return _ASYNC_CLUSTER
-    if isinstance(client, redis.asyncio.Redis):
-        return _ASYNC
+    """The kind of ``client`` (a CallArgumentError for anything but a redis-py client)."""
+    if is_async_client(client):
+        return _ASYNC_CLUSTER if isinstance(client, redis.asyncio.cluster.RedisCluster) else _ASYNC
     return _SYNC_CLUSTER if isinstance(client, redis.cluster.RedisCluster) else _SYNC
 
 

@@ -28,7 +28,7 @@ import redis.exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 
-from luapipe.errors import ConnectionFailed, LuapipeError, ServerError
+from luapipe.errors import ConnectionFailed, LuapipeError, ServerError, redis_class_of_reply
 from luapipe.wire.aio import AsyncSession, async_session, node_for, node_session
 from luapipe.wire.policy import CLUSTER_HINT
 from luapipe.wire.replies import Redirect
@@ -173,7 +173,10 @@ class Driver:
         cause = request.cause
         if not self.cluster:  # no slot map to re-read: the cause stands
             if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
+                raise ServerError(
+                    f"{cause}: this server is a cluster node; {CLUSTER_HINT}",
+                    like=redis_class_of_reply(cause.text),
+                )
             raise cause
         if isinstance(cause, Redirect) and cause.ask is not None:
             return  # the slot map still names the old owner until the migration ends
@@ -320,7 +323,10 @@ class AsyncDriver:
         cause = request.cause
         if not self.cluster:  # no slot map to re-read: the cause stands
             if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
+                raise ServerError(
+                    f"{cause}: this server is a cluster node; {CLUSTER_HINT}",
+                    like=redis_class_of_reply(cause.text),
+                )
             raise cause
         if isinstance(cause, Redirect) and cause.ask is not None:
             return  # the slot map still names the old owner until the migration ends
