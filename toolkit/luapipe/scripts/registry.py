@@ -70,6 +70,7 @@ __all__ = [
     "call_async",
     "flush_async",
     "is_async_client",
+    "kill_async",
     "load_async",
     "status_async",
 ]
@@ -335,6 +336,13 @@ async def flush_async(registry: ScriptRegistry, client: Any) -> list[str]:
     """``await reg.flush(aclient)``."""
     require_async_client(client, "flush_async", "reg.flush(client)")
     result: list[str] = await registry.flush(client)
+    return result
+
+
+async def kill_async(registry: ScriptRegistry, client: Any) -> list[str]:
+    """``await reg.kill(aclient)``."""
+    require_async_client(client, "kill_async", "reg.kill(client)")
+    result: list[str] = await registry.kill(client)
     return result
 
 
