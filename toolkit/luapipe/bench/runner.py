@@ -58,7 +58,7 @@ class BenchConfig:
     clients: tuple[int, ...] = (1,)
     duration_s: float = 2.0  # timed seconds per form at each (rtt, clients) point
     warmup_s: float = 0.3
-    rounds: int = 4
+    rounds: int = 5  # interleaved rounds: the intervals and ties come from them
     rate: float | None = None  # open loop: total calls per second
     bystander: bool = True
     bystander_interval_s: float = 0.002
@@ -143,14 +143,15 @@ class _Run:
         seconds: float,
         client: redis.Redis | None,
         timed: bool,
+        bystander: Bystander | None = None,
     ) -> tuple[list[WorkerResult | str], SliceCost]:
         cfg = self.config
         self.retry(lambda: w.reset(self.admin), "reset")
-        by = None
-        if timed and cfg.bystander and not self.cluster:
+        by = bystander if timed else None
+        if by is not None:
             keys = dict.fromkeys(bystander_keys(), "x" * 16)
             self.retry(lambda: self.admin.mset(keys), "reset")
-            by = Bystander(target, cfg.bystander_interval_s)
+            by.begin()
         try:
             wire = self.probe(target) if timed else (0.0, 0.0)
             before = self.cost()
@@ -166,9 +167,10 @@ class _Run:
                 results = run_clients(w, plans)
             after = self.cost()
             by_hist, by_count, _cpu = by.finish() if by is not None else (None, 0, 0.0)
-        finally:
+        except BaseException:
             if by is not None:  # an error or an interrupt: stop the probe process too
                 by.kill()
+            raise
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
         try:
             check = partial(w.check_invariant, self.admin, calls * w.batch)
@@ -177,7 +179,11 @@ class _Run:
             ok, detail = False, f"invariant check raised {type(exc).__name__}: {exc}"
         window = time.perf_counter() - t0
         by_in_window = round(by_count * min(1.0, seconds / max(window + 0.05, 1e-9)))
-        cost = SliceCost.of(before, after, by_in_window, by_hist, ok, detail, *wire)
+        counted = getattr(w, "state", {}).get("checked") if ok or "raised" not in detail else None
+        broken, checked = counted if counted is not None else (0 if ok else 1, 1)
+        cost = SliceCost.of(
+            before, after, by_in_window, by_hist, ok, detail, *wire, broken, checked
+        )
         return results, cost
 
     def probe(self, target: str) -> tuple[float, float]:
@@ -187,12 +193,12 @@ class _Run:
         kw = self.node_admin.connection_pool.connection_kwargs
         direct = (str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379)))
         try:
-            d_rtt, _ = self.retry(partial(measure_ping, *direct, 40), "probe")
+            d_rtt, _ = self.retry(partial(measure_ping, *direct, 20), "probe")
             if (host, port) == direct:
                 rtt_us, cpu_us = d_rtt, _
             else:
                 guess = self.guess_ms.get(target, 1.0)
-                n = int(min(60, max(5, 60.0 / max(guess, 1.0))))
+                n = int(min(30, max(5, 8.0 / max(guess, 0.25))))
                 rtt_us, cpu_us = self.retry(partial(measure_ping, host, port, n), "probe")
                 self.guess_ms[target] = rtt_us / 1e3
         except (OSError, redis.RedisError, LuapipeError):  # no probe this slice
@@ -209,6 +215,9 @@ class _Run:
         if in_proc:
             client = self.retry(partial(counting_for, target, self.cluster), "connect")
         totals = {f: FormTotals() for f in forms}
+        by = None
+        if cfg.bystander and not self.cluster:
+            by = Bystander(target, cfg.bystander_interval_s)
         try:
             for form in forms:
                 self.retry(partial(w.prepare, self.admin, form), f"prepare {form}")
@@ -218,11 +227,20 @@ class _Run:
             for _ in range(cfg.rounds):  # ABAB...
                 for form in forms:
                     res, cost = self.slice(
-                        w, form, target, clients, cfg.duration_s / cfg.rounds, client, timed=True
+                        w,
+                        form,
+                        target,
+                        clients,
+                        cfg.duration_s / cfg.rounds,
+                        client,
+                        timed=True,
+                        bystander=by,
                     )
-                    totals[form].add(res, cost)
+                    totals[form].add(res, cost, w.batch)
                     self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
         finally:
+            if by is not None:
+                by.close()
             if client is not None:
                 client.close()
         measured = cal.rtt_ms_measured if cal is not None else 0.0
