@@ -12,6 +12,8 @@ import redis
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.manifest import refuse_fake
 from luapipe.bench.model import FormCost, crossovers, fit_cost
+from luapipe.bench.results import Record
+from luapipe.bench.summary import crossovers_at_stake as summarize_crossovers
 from luapipe.bench.runner import BenchConfig, retarget, run_bench
 from luapipe.bench.server import ServerProcess
 from luapipe.bench.stats import LatencyHistogram
@@ -175,10 +177,38 @@ def test_crossover_rtt_from_the_model() -> None:
     naive = fit_cost("naive", [(0.0, 0.05, 5, 0.37), (1.0, 1.05, 5, 5.37)])
     script = FormCost("script", 1, 0.45, 0.05)
     assert naive == FormCost("naive", 5, pytest.approx(0.12), pytest.approx(0.05))
-    (x,) = crossovers("op", 1, [naive, script])
-    # 5 (0.05 + r) + 0.12 = (0.05 + r) + 0.45  ->  r = 0.0325 ms of added RTT
-    assert x.fewer_trips == "script" and x.rtt_ms == pytest.approx(0.0325)
-    assert "overtakes" in x.describe()
+    (x,) = crossovers("op", 1, [naive, script], (0.0, 1.0))
+    # 5 (0.05 + r) + 0.12 = (0.05 + r) + 0.45  ->  r = 0.0325 ms: 2 significant digits
+    assert (x.fewer_trips, x.kind, x.rtt_ms) == ("script", "above", 0.032)
+    assert x.describe() == "script overtakes naive above 0.032 ms RTT"
+
+
+def test_crossovers_stay_inside_the_measured_rtts() -> None:
+    naive = FormCost("naive", 5, 0.12, 0.05)
+    script = FormCost("script", 1, 0.45, 0.05)
+    (x,) = crossovers("op", 1, [naive, script], (0.25, 1.0))  # 0.0325 < 0.25: not measured
+    assert (x.kind, x.rtt_ms) == ("every_measured", None)
+    assert x.describe() == "script is faster than naive at every measured RTT (0.25 to 1 ms)"
+    (x,) = crossovers("op", 1, [naive, script], (0.0, 0.01))  # 0.0325 > 0.01: no number
+    assert (x.kind, x.rtt_ms) == ("none_measured", None)
+    assert "naive stays faster than script at every measured RTT" in x.describe()
+    assert crossovers("op", 1, [naive, script], (0.0, 1.0), {frozenset(("a", "b"))}) == []
+
+
+def _record(op: str, form: str, rtt: float, rt: float, mean: float, **kw: Any) -> Record:
+    return Record(op, form, rtt, rtt, 1, 100, 1000 / mean, {"mean": mean}, rt, rt, 10.0, 0.0,
+                  0, True, wire_ms=0.05 + rtt, **kw)  # fmt: skip
+
+
+def test_crossovers_only_for_pairs_at_stake_and_from_two_rtts() -> None:
+    rcw = {"read_compute_write": True}
+    forms = ("naive", "pipelined", "transaction", "script", "function")
+    trips = {"naive": 2, "pipelined": 2, "transaction": 2, "script": 1, "function": 1}
+    one_rtt = [_record("op", f, 0.0, trips[f], 0.1 * trips[f] + 0.1, **rcw) for f in forms]
+    assert summarize_crossovers(one_rtt, [("op", forms)]) == []
+    two = one_rtt + [_record("op", f, 1.0, trips[f], 1.05 * trips[f] + 0.1, **rcw) for f in forms]
+    pairs = {(x.more_trips, x.fewer_trips) for x in summarize_crossovers(two, [("op", forms)])}
+    assert pairs == {("transaction", "script"), ("transaction", "function")}
 
 
 def test_contention_choosers() -> None:
