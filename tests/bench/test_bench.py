@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fakeredis
@@ -13,10 +13,10 @@ from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.manifest import refuse_fake
 from luapipe.bench.model import FormCost, crossovers, fit_cost
 from luapipe.bench.results import Record
-from luapipe.bench.summary import crossovers_at_stake as summarize_crossovers
 from luapipe.bench.runner import BenchConfig, retarget, run_bench
 from luapipe.bench.server import ServerProcess
 from luapipe.bench.stats import LatencyHistogram
+from luapipe.bench.summary import crossovers_at_stake as summarize_crossovers
 from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload
 from luapipe.errors import EnvironmentProblem
 from luapipe.report.jsonio import REQUIRED_RECORD_FIELDS
@@ -104,6 +104,27 @@ def test_server_errors_become_error_counts(url: str, clients: int) -> None:
     (rec,) = run_bench(url, [WrongType()], config).records
     assert rec.errors > 0 and rec.ops == 0
     assert any("WRONGTYPE" in s for s in rec.error_samples)
+
+
+@dataclass(frozen=True)
+class Order(WrongType):
+    """Records the order in which its forms are timed."""
+
+    name: str = "order"
+    forms: tuple[str, ...] = ("a", "b", "c")
+    seen: list[str] = field(default_factory=list, compare=False)
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        self.seen.append(form)
+        return lambda i: 0
+
+
+def test_each_round_starts_one_form_later(url: str) -> None:
+    """Over 3 rounds of 3 forms each form is timed once first, once second, once last."""
+    work = Order()
+    run_bench(url, [work], BenchConfig(duration_s=0.06, warmup_s=0.01, rounds=3, bystander=False))
+    warm_up, timed = work.seen[:3], work.seen[3:]
+    assert (warm_up, timed) == (["a", "b", "c"], ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
 
 
 def test_invariant_failures_are_reported(url: str) -> None:

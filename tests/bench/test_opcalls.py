@@ -47,9 +47,7 @@ def calls_of(name: str, *, contention: str = "spread", pool: int = 4, **kw: Any)
         "copies": 1000,
         "worker": 3,
     }
-    return OpCalls(
-        op, None, "script", cases, KeyChooser(contention, pool), rng, **(defaults | kw)
-    )
+    return OpCalls(op, None, "script", cases, KeyChooser(contention, pool), rng, **(defaults | kw))
 
 
 def test_each_call_draws_its_arguments_from_the_profile() -> None:

@@ -85,9 +85,7 @@ def test_a_write_share_far_from_the_declared_one_is_flagged(url: str) -> None:
     assert any("0% of calls took the write path" in why for why in rec["reasons"])
 
 
-def test_hot_contention_loses_updates_only_in_the_racing_forms(
-    url: str, tmp_path: Path
-) -> None:
+def test_hot_contention_loses_updates_only_in_the_racing_forms(url: str, tmp_path: Path) -> None:
     """`luapipe bench reserve_stock transfer --contention hot --clients 4`: the hot item
     sells out, the next goes on sale (the profile renews it), so the last units are raced
     for hundreds of times per round: naive and pipelined oversell or overdraw there, the

@@ -64,7 +64,11 @@ def test_an_atomic_winner_is_compared_with_the_best_atomic_alternative_never_nai
         rec("script", [500, 520, 480, 500, 510], **RCW),
     ]
     (r,) = recommend(rows)
-    assert (r.form, r.kind, r.at_stake) == ("script", "read_compute_write", ("transaction", "script"))
+    assert (r.form, r.kind, r.at_stake) == (
+        "script",
+        "read_compute_write",
+        ("transaction", "script"),
+    )
     assert r.alternative == "transaction" and r.tied_with == ()
     assert r.ratio == pytest.approx(2.0, rel=0.03)
     assert r.ratio_interval is not None and r.ratio_interval[0] > 1.05
@@ -138,6 +142,7 @@ def test_a_form_beaten_by_another_never_wins_a_tie_break() -> None:
 
 def test_open_loop_ranks_by_latency_at_the_fixed_rate() -> None:
     """Both forms keep up with --rate, so their ops/s are equal; the p50 decides."""
+
     def open_rec(form: str, p50: list[float]) -> dict[str, Any]:
         r = rec(form, [500.0] * 5, rate=500.0, **RCW)
         r["latency_ms"] = {"p50": sum(p50) / 5, "p99": 3.0}

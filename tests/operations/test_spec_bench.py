@@ -7,11 +7,13 @@ the table is evaluated).
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 import redis
 
+from luapipe.bench.profile import profile_case
 from luapipe.errors import SpecError
 from luapipe.operations.benchprofile import write_flag
 from luapipe.operations.spec import load_operation, parse_operation
@@ -99,7 +101,9 @@ state = { stock = 30 }
     assert op.bench is not None and op.bench.hot is not None
     spread, hot = op.bench.spread, op.bench.hot
     assert (spread.write_share, spread.renew) == (0.9, "never")
-    assert [(s.name, s.family, s.value) for s in spread.state] == [("stock", "string", ("1000000",))]
+    assert [(s.name, s.family, s.value) for s in spread.state] == [
+        ("stock", "string", ("1000000",))
+    ]
     qty = spread.arg("qty")
     assert qty is not None and (qty.lo, qty.hi, qty.fixed) == (2, 3, False)
     assert hot.write_share == 0.9 and hot.renew == "refused"  # inherited, overridden
@@ -232,9 +236,6 @@ def test_table_values_are_data_never_code(r: redis.Redis) -> None:
              f"args = {{ note = {{ samples = [{payload!r}] }} }}"),
         "s.toml",
     )  # fmt: skip
-    from luapipe.bench.profile import profile_case
-    import random
-
     assert op.bench is not None
     case = profile_case(op, op.bench.spread, "luapipe:test:", random.Random(1))
     op.setup(r, case)

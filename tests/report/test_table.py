@@ -28,11 +28,19 @@ def cell(table: str, row: int, column: str) -> str:
 def test_write_share_interval_and_lost_updates_are_columns() -> None:
     table = render_table(
         result(
-            record(form="naive", ops_per_sec=400.0, ops_per_sec_interval=[360.0, 440.0],
-                   write_share=0.62, write_share_declared=0.8, write_share_off=True,
-                   invariant_ok=False, lost_updates=37, invariant_cases=812),
+            record(
+                form="naive",
+                ops_per_sec=400.0,
+                ops_per_sec_interval=[360.0, 440.0],
+                write_share=0.62,
+                write_share_declared=0.8,
+                write_share_off=True,
+                invariant_ok=False,
+                lost_updates=37,
+                invariant_cases=812,
+            ),
             record(form="script", write_share=1.0, write_share_declared=1.0),
-        )  # fmt: skip
+        )
     )
     assert cell(table, 0, "+-%") == "10"  # (440 - 360) / 2 / 400
     assert cell(table, 0, "wr%") == "62!" and cell(table, 1, "wr%") == "100"

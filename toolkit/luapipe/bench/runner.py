@@ -1,7 +1,9 @@
 """Run every form of each workload across RTTs and client counts, interleaved.
 
 For each (RTT, clients, workload): every form is prepared (scripts loaded) and warmed up
-(discarded), then timed in ``rounds`` slices in ABAB order. Each slice starts from a fresh
+(discarded), then timed in ``rounds`` slices in ABAB order, each round starting one form
+later (over 5 rounds of 5 forms each form runs once in each position, so a load that comes
+and goes with the position in a round does not favour one form). Each slice starts from a fresh
 keyspace, takes ``INFO commandstats`` before and after (server cost), runs the bystander
 probe beside it, and ends with the workload's invariant check.
 
@@ -224,8 +226,8 @@ class _Run:
             for form in forms:  # warm-up, discarded
                 self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
                 self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
-            for _ in range(cfg.rounds):  # ABAB...
-                for form in forms:
+            for k in range(cfg.rounds):  # ABAB..., each round starting one form later
+                for form in forms[k % len(forms) :] + forms[: k % len(forms)]:
                     res, cost = self.slice(
                         w,
                         form,
