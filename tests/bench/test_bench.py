@@ -320,3 +320,21 @@ def test_bench_command_end_to_end(url: str, tmp_path: Any) -> None:
         assert (tmp_path / f"r.{ext}").stat().st_size > 0
     bad = CliRunner().invoke(main, ["bench", "--url", url, "--rtt", "x"])
     assert bad.exit_code == 2
+
+
+def test_the_report_says_where_the_model_is_off() -> None:
+    from luapipe.bench.summary import model_notes
+
+    recs = [
+        _record("op", "naive", 0.0, 2, 1.0, model_error_pct=-3.0),
+        _record("op", "script", 0.0, 1, 1.0, model_error_pct=-22.0),
+        _record("op", "naive", 1.0, 2, 1.0, model_error_pct=-31.0),
+        _record("op", "script", 1.0, 1, 1.0, model_error_pct=+18.0),
+    ]
+    (note,) = model_notes(recs, 6.5)
+    assert note.startswith(
+        "The model is off by more than 15% at 0 ms RTT for 1 of 2 records (-22% to -22%; "
+        "worst op script); at 1 ms RTT for 2 of 2 records (-31% to +18%; worst op naive)."
+    )
+    assert "load average 6.5" in note
+    assert model_notes(recs[:1], 1.0) == []

@@ -189,19 +189,21 @@ class _Run:
         return results, cost
 
     def probe(self, target: str) -> tuple[float, float]:
-        """Wire time of one round trip on ``target``'s path now, and what it adds to direct
-        (ms); measured beside each slice, under the same load, so the model tracks it."""
+        """Wire time of one round trip on ``target``'s path now (the mean of back-to-back
+        PINGs, as the model is compared with mean latency), and what it adds to direct (ms);
+        measured beside each slice, under the same load, so the model tracks it."""
         host, port = hostport(target)
         kw = self.node_admin.connection_pool.connection_kwargs
         direct = (str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379)))
         try:
-            d_rtt, _ = self.retry(partial(measure_ping, *direct, 20), "probe")
+            d_rtt, _ = self.retry(partial(measure_ping, *direct, 20, mean=True), "probe")
             if (host, port) == direct:
                 rtt_us, cpu_us = d_rtt, _
             else:
                 guess = self.guess_ms.get(target, 1.0)
-                n = int(min(30, max(5, 8.0 / max(guess, 0.25))))
-                rtt_us, cpu_us = self.retry(partial(measure_ping, host, port, n), "probe")
+                n = int(min(40, max(10, 15.0 / max(guess, 0.25))))
+                probe = partial(measure_ping, host, port, n, mean=True)
+                rtt_us, cpu_us = self.retry(probe, "probe")
                 self.guess_ms[target] = rtt_us / 1e3
         except (OSError, redis.RedisError, LuapipeError):  # no probe this slice
             return 0.0, 0.0

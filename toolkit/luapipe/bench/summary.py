@@ -71,24 +71,30 @@ MODEL_TOLERANCE_PCT = 15.0
 
 
 def model_notes(records: list[Record], load: float) -> list[str]:
-    """Where the round-trip model is off by more than :data:`MODEL_TOLERANCE_PCT`, and why."""
-    off = [
-        r
-        for r in records
-        if r.model_error_pct is not None and abs(r.model_error_pct) > MODEL_TOLERANCE_PCT
-    ]
+    """Where the round-trip model is off by more than :data:`MODEL_TOLERANCE_PCT`, and why:
+    one line, grouped by RTT."""
+    modelled = [r for r in records if r.model_error_pct is not None]
+    off = [r for r in modelled if abs(r.model_error_pct or 0.0) > MODEL_TOLERANCE_PCT]
     if not off:
         return []
-    where = ", ".join(
-        f"{r.operation} {r.form} at {r.rtt_ms_nominal:g} ms ({r.model_error_pct:+.0f}%)"
-        for r in off
-    )
+    parts = []
+    for rtt in sorted({r.rtt_ms_nominal for r in off}):
+        here = [r for r in off if r.rtt_ms_nominal == rtt]
+        errs = [r.model_error_pct or 0.0 for r in here]
+        worst = max(here, key=lambda r: abs(r.model_error_pct or 0.0))
+        of = sum(r.rtt_ms_nominal == rtt for r in modelled)
+        parts.append(
+            f"at {rtt:g} ms RTT for {len(here)} of {of} records ({min(errs):+.0f}% to "
+            f"{max(errs):+.0f}%; worst {worst.operation} {worst.form})"
+        )
     return [
-        f"The model is off by more than {MODEL_TOLERANCE_PCT:.0f}% for {where}. It adds what "
-        "was measured (round trips x a PING's wire time beside the slice, server time from "
-        "commandstats, the client's CPU and its wait for a CPU); what it cannot see is the "
-        "server and the delay proxy waiting for a CPU, which grows when the machine is busy "
-        f"(load average {load:.1f} on {os.cpu_count()} CPUs) and with each extra round trip."
+        f"The model is off by more than {MODEL_TOLERANCE_PCT:.0f}% "
+        + "; ".join(parts)
+        + ". It adds what was measured beside each slice (round trips x the mean wire time "
+        "of back-to-back PINGs, server time from commandstats, the client's CPU and its wait "
+        "for a CPU); what it cannot see is the server and the delay proxy waiting for a CPU "
+        f"during the calls themselves, which grows when the machine is busy (load average "
+        f"{load:.1f} on {os.cpu_count()} CPUs) and with every round trip through the proxy."
     ]
 
 
