@@ -113,9 +113,11 @@ class Order(WrongType):
     name: str = "order"
     forms: tuple[str, ...] = ("a", "b", "c")
     seen: list[str] = field(default_factory=list, compare=False)
+    seeds: list[int] = field(default_factory=list, compare=False)
 
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
         self.seen.append(form)
+        self.seeds.append(seed)
         return lambda i: 0
 
 
@@ -125,6 +127,8 @@ def test_each_round_starts_one_form_later(url: str) -> None:
     run_bench(url, [work], BenchConfig(duration_s=0.06, warmup_s=0.01, rounds=3, bystander=False))
     warm_up, timed = work.seen[:3], work.seen[3:]
     assert (warm_up, timed) == (["a", "b", "c"], ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
+    rounds = [set(work.seeds[k : k + 3]) for k in (3, 6, 9)]  # the forms of a round pair up:
+    assert all(len(r) == 1 for r in rounds) and len(set.union(*rounds)) == 3  # same draws
 
 
 def test_invariant_failures_are_reported(url: str) -> None:

@@ -146,7 +146,10 @@ class _Run:
         client: redis.Redis | None,
         timed: bool,
         bystander: Bystander | None = None,
+        round_no: int = 0,
     ) -> tuple[list[WorkerResult | str], SliceCost]:
+        """One form for ``seconds``. Every form of a round draws the same keys and arguments
+        (seed + round): their figures pair; the next round draws others."""
         cfg = self.config
         self.retry(lambda: w.reset(self.admin), "reset")
         by = bystander if timed else None
@@ -159,8 +162,9 @@ class _Run:
             before = self.cost()
             t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
             rate = cfg.rate / clients if cfg.rate else None
+            seed = cfg.seed + 7919 * round_no
             plans = [
-                ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate, self.cluster)
+                ClientPlan(target, form, k, seed, t0, t0 + seconds, rate, self.cluster)
                 for k in range(clients)
             ]
             if client is not None:
@@ -239,6 +243,7 @@ class _Run:
                         client,
                         timed=True,
                         bystander=by,
+                        round_no=k + 1,
                     )
                     totals[form].add(res, cost, w.batch)
                     self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
