@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from luapipe.errors import SpecError
-from luapipe.operations.benchprofile import bench_section
+from luapipe.operations.benchspec import bench_section
 from luapipe.operations.commands import READS, WRITES
 from luapipe.operations.expr.parse import BOOL, INT, STR, Type, list_of, parse_type
 from luapipe.operations.operation import Invariant, Let, Operation, Read, Write
