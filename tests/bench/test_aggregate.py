@@ -74,3 +74,20 @@ def test_the_cpu_wait_clock_only_moves_forward() -> None:
     a = runqueue_wait_s()
     sum(range(200_000))
     assert runqueue_wait_s() >= a >= 0.0
+
+
+def test_a_broken_round_is_reported_whichever_rounds_held() -> None:
+    def one(ok: bool, detail: str) -> SliceCost:
+        return SliceCost(0, 0, None, ok, detail, 0.2, 0.0, 0 if ok else 2, 10)
+
+    t = FormTotals()
+    for ok, detail in ((True, "held"), (False, "stock -3"), (True, "held"), (False, "stock -1")):
+        t.add([worker(10, 1.0, wrote=10)], one(ok, detail))
+    r = build_record(Work(), "script", t, 0.0, 0.0, 1, None)
+    assert not r.invariant_ok and (r.lost_updates, r.invariant_cases) == (4, 40)
+    assert r.invariant_detail == "stock -3 (and in 1 more round(s))"
+    t = FormTotals()
+    t.add([worker(10, 1.0, wrote=10)], one(True, "held in 10 cases"))
+    assert build_record(Work(), "script", t, 0.0, 0.0, 1, None).invariant_detail == (
+        "held in 10 cases"
+    )

@@ -170,10 +170,21 @@ class FormTotals:
         if cost.bystander is not None:
             self.bystander.merge(cost.bystander)
         if not cost.invariant_ok:
+            if self.invariant_ok:  # the first broken round: its finding replaces "held"
+                self.details.clear()
             self.invariant_ok = False
             self.details.append(cost.invariant_detail)
         elif not self.details:
             self.details.append(cost.invariant_detail)
+
+
+def _detail(t: FormTotals) -> str:
+    """The first broken round's finding and how many more rounds broke; else the first
+    round's (the invariant held)."""
+    if not t.details:
+        return ""
+    more = len(t.details) - 1
+    return t.details[0][:400] + (f" (and in {more} more round(s))" if more else "")
 
 
 def _div(a: float, b: float) -> float:
@@ -238,7 +249,7 @@ def build_record(
         abort_rate=_div(t.retries, t.retries + t.calls),
         watch_attempts_per_op=1.0 + _div(t.retries, t.calls) if form == "transaction" else None,
         error_samples=t.samples[:5],
-        invariant_detail="; ".join(dict.fromkeys(t.details))[:500],
+        invariant_detail=_detail(t),
         bystander_p99_ms=by.p99,
         bystander_samples=by.count,
         wire_ms=wire_ms,

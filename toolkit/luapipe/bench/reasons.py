@@ -27,10 +27,9 @@ QUESTIONS = {
     "other": "every form that ran",
 }
 _MOVING = {
-    "function": "is one call and survives a failover or restart (functions are replicated "
-    "and persisted), unlike the script cache",
-    "transaction": "survives a failover (nothing deployed), unlike the script cache",
-    "script": "needs the script cache of each node, lost on restart or failover",
+    "function": "survives a failover (replicated and persisted), unlike the script cache",
+    "transaction": "nothing deployed, nothing lost in a failover",
+    "script": "needs each node's script cache, lost on restart or failover",
 }
 
 
