@@ -71,3 +71,9 @@ def test_one_crossover_line_per_pair() -> None:
     assert [line for line in table.splitlines() if line.startswith("crossover:")] == [
         "crossover: op: script overtakes transaction above 0.12 ms RTT"
     ]
+
+
+def test_the_table_says_where_the_model_is_off() -> None:
+    note = "The model is off by more than 15% at 1 ms RTT for 2 of 5 records (...)"
+    table = render_table(result(record(), model_notes=[note]))
+    assert f"note: {note}" in table.splitlines()

@@ -76,6 +76,9 @@ class BenchResult:
     crossovers: list[Crossover]
     recommendations: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: where the round-trip model is more than 15% off the measured mean, and why (also in
+    #: ``notes``); the terminal table prints these
+    model_notes: list[str] = field(default_factory=list)
     #: forms that could not run here (a cluster and keys in several slots): operation, form,
     #: reason
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -94,6 +97,7 @@ class BenchResult:
             "crossovers": [asdict(c) | {"text": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,
             "notes": self.notes,
+            "model_notes": self.model_notes,
             "skipped": self.skipped,
             "errors": self.errors,
         }

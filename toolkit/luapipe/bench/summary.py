@@ -53,7 +53,8 @@ def summarize(
             "Cluster: each form's keys of one call share a hash tag where the form needs one "
             "slot; server cost sums INFO commandstats over the primaries; no bystander probe."
         )
-    notes.extend(model_notes(records, load))
+    off = model_notes(records, load)
+    notes.extend(off)
     return BenchResult(
         manifest=manifest,
         calibrations=cals,
@@ -61,6 +62,7 @@ def summarize(
         crossovers=xs,
         recommendations=recommendations([r.as_dict() for r in records], skipped),
         notes=notes,
+        model_notes=off,
         skipped=skipped,
         errors=error_summary(records) + events,
     )
@@ -90,11 +92,12 @@ def model_notes(records: list[Record], load: float) -> list[str]:
     return [
         f"The model is off by more than {MODEL_TOLERANCE_PCT:.0f}% "
         + "; ".join(parts)
-        + ". It adds what was measured beside each slice (round trips x the mean wire time "
-        "of back-to-back PINGs, server time from commandstats, the client's CPU and its wait "
-        "for a CPU); what it cannot see is the server and the delay proxy waiting for a CPU "
-        f"during the calls themselves, which grows when the machine is busy (load average "
-        f"{load:.1f} on {os.cpu_count()} CPUs) and with every round trip through the proxy."
+        + ". Its parts are measured per op and form (round trips x the mean wire time of "
+        "back-to-back PINGs beside each slice, server time from commandstats, the client's "
+        "CPU and its wait for a CPU); on a busy machine the server and the delay proxy also "
+        "wait for a CPU, at moments the short PING probe beside a slice may catch or miss, "
+        "so the model lands above or below the measured mean, the more so the more round "
+        f"trips go through the proxy (load average {load:.1f} on {os.cpu_count()} CPUs)."
     ]
 
 

@@ -69,6 +69,7 @@ renders)::
                         "invariant_cases", "invariant_ok", "text"}],
         "main_reason"}],
       "notes": [str],
+      "model_notes": [str],          # v2: where the model is > 15% off, and why (also in notes)
       "skipped": [{"operation", "form", "reason"}],  # forms that cannot run here (cluster)
       "errors": [{"operation", "form", "rtt_ms", "clients", "errors", "calls", "samples"}]
                  # failed calls per record with errors; "operation": "harness" entries count

@@ -168,6 +168,7 @@ def render_table(result: dict[str, Any]) -> str:
             f"proxy overhead at rtt 0: {over[0]['proxy_overhead_ms']:.3f} ms per round trip "
             f"(direct PING {over[0]['direct_ping_ms']:.3f} ms); RTT 0 runs bypass the proxy"
         )
+    lines.extend(f"note: {n}" for n in result.get("model_notes", []))
     if result.get("crossovers"):
         lines.append("")
         seen: set[tuple[str, ...]] = set()
