@@ -25,14 +25,13 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol, Self
+from typing import Any
 
 import redis.exceptions as rex
 from redis.exceptions import ResponseError
 
 from luapipe.errors import (
     BusyError,
-    CallArgumentError,
     ConnectionFailed,
     CrossSlotError,
     LuapipeError,
@@ -45,15 +44,12 @@ from luapipe.errors import (
     translate,
 )
 from luapipe.scripts.script import LuaScript
-from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
-    "EntryQueue",
     "KnownScripts",
     "Plan",
     "ScriptCall",
-    "ScriptSource",
     "cached_by_eval",
     "exec_item",
     "parse_lua_error",
@@ -397,85 +393,6 @@ def _command_result(reply: Any) -> Any:
     if isinstance(reply, ReplyError):
         return translate(ResponseError(reply.text))
     return reply
-
-
-_CONTROL = frozenset({"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"})
-
-
-def _refuse_control(name: str) -> NoReturn:
-    """Transaction control inside a pipeline would shift every reply after it (a partial
-    commit, then results put in the wrong places): refused when queued."""
-    raise CallArgumentError(
-        f"{name} cannot be queued in a luapipe pipeline (the pipeline sends its own "
-        "MULTI/EXEC): use reg.pipeline(client, transaction=True) for an atomic batch, or an "
-        "operation's transaction form for WATCH-based optimistic locking"
-    )
-
-
-class ScriptSource(Protocol):
-    """What a pipeline needs of a registry: scripts by name, the known-scripts hint and
-    the retry policy."""
-
-    known: KnownScripts
-    policy: RetryPolicy
-
-    def __getitem__(self, name: str) -> LuaScript: ...
-
-
-class EntryQueue:
-    """The queueing half of the sync and async pipelines: script calls are checked as they
-    are queued (before anything is sent); every redis-py command method lands in
-    :meth:`execute_command` and is queued with its parse options."""
-
-    def __init__(self, registry: ScriptSource, client: Any, *, transaction: bool) -> None:
-        self.registry = registry
-        self.client = client
-        self.transaction = transaction
-        self._entries: list[Entry] = []
-        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
-        #: round trips and NOSCRIPT re-sends of the last execute (summed over cluster nodes)
-        self.last_round_trips = 0
-        self.last_reloads = 0
-
-    def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
-        """Queue a script call; counts are checked now, before anything is sent."""
-        script = self.registry[name]
-        keys_t: tuple[Value, ...] = tuple(keys)
-        args_t: tuple[Value, ...] = tuple(args)
-        script.check_call(keys_t, args_t)
-        self._entries.append(ScriptCall(script, keys_t, args_t))
-        return self
-
-    def execute_command(self, *args: Any, **options: Any) -> Self:
-        """What every redis-py command method calls: queue it with its parse options."""
-        cmd = Command(tuple(args), dict(options), parse=True)
-        if cmd.name in _CONTROL:
-            _refuse_control(cmd.name)
-        self._entries.append(cmd)
-        return self
-
-    # redis-py's command mixins define these as silent stubs: refuse them instead.
-    def watch(self, *names: Any) -> NoReturn:
-        _refuse_control("WATCH")
-
-    def unwatch(self) -> NoReturn:
-        _refuse_control("UNWATCH")
-
-    def multi(self) -> NoReturn:
-        _refuse_control("MULTI")
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        """Drop everything queued (``reset`` is the Redis RESET command here)."""
-        self._entries = []
-
-    def _take(self) -> list[Entry]:
-        """The queued entries, leaving the queue empty for the next batch."""
-        entries, self._entries = self._entries, []
-        self.last_round_trips = self.last_reloads = 0
-        return entries
 
 
 def raise_first(results: Sequence[Any]) -> None:

@@ -29,11 +29,12 @@ from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
 from luapipe.wire.replies import (
     Command,
     ReplyError,
+    address_of,
     as_command,
     full_error_text,
+    pack,
     with_asking,
 )
-from luapipe.wire.sync import address_of, pack
 
 __all__ = [
     "AsyncSession",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import select
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -28,7 +28,6 @@ import redis.cluster
 import redis.exceptions as rex
 
 from luapipe.errors import (
-    CallArgumentError,
     ConnectionFailed,
     OutcomeUnknown,
     redis_io_class,
@@ -38,8 +37,10 @@ from luapipe.wire.replies import (
     ASKING,
     Command,
     ReplyError,
+    address_of,
     as_command,
     full_error_text,
+    pack,
     raise_for,
     whole_or_nothing,
     with_asking,
@@ -60,27 +61,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-def address_of(conn: Any) -> str:
-    """``host:port`` (or the socket path) of a redis-py connection."""
-    host = getattr(conn, "host", None)
-    if host is not None:
-        return f"{host}:{getattr(conn, 'port', '')}"
-    return str(getattr(conn, "path", "") or "unknown")
-
-
-def pack(packer: Callable[..., T], *args: Any) -> T:
-    """``packer(*args)``: a value redis-py cannot encode (None, a bool, a dict...) is a
-    :class:`CallArgumentError` (also redis-py's ``DataError``); nothing was sent."""
-    try:
-        return packer(*args)
-    except rex.DataError as exc:
-        raise translate(exc) from exc
-    except (TypeError, ValueError) as exc:  # hiredis's packer; a str the encoding refuses
-        raise CallArgumentError(
-            f"a key or argument cannot be sent ({exc}); nothing was sent", like=rex.DataError
-        ) from exc
 
 
 def _stale(conn: Any, sock: Any) -> bool:
