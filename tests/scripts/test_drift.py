@@ -1,0 +1,42 @@
+"""The sync and asyncio paths give the same answer (issue 12's three drifts).
+
+Each body runs twice through the ``driver`` fixture (sync clients, then ``redis.asyncio``
+ones): a difference between the two paths is a failing test, not a comment.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis.cluster
+
+import luapipe
+from luapipe.bench.cluster import EmbeddedCluster
+
+from ..drivers import Driver
+
+COUNTER = luapipe.LuaScript.from_source(
+    "counted", "-- @key ran\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"
+)
+HINT = "this server is a cluster node; use a cluster client"
+
+
+def _foreign_key(rc: redis.cluster.RedisCluster, port: int) -> str:
+    """A key whose slot another node owns than the one at ``port``."""
+    return next(f"k{i}" for i in range(1000) if rc.get_node_from_key(f"k{i}").port != port)
+
+
+@pytest.mark.cluster
+def test_a_call_on_a_plain_client_at_a_cluster_node_is_a_server_error_with_the_hint(
+    driver: Driver, cluster: EmbeddedCluster, rc: redis.cluster.RedisCluster
+) -> None:
+    """Drift 2: the asyncio ``reg.call`` raised ``Moved``, a class outside errors.py."""
+    port = cluster.ports[0]
+    key = _foreign_key(rc, port)
+    reg = luapipe.ScriptRegistry([COUNTER])
+    plain = driver.redis(port)
+    for _ in range(2):  # first SCRIPT LOAD + EVALSHA in one batch, then EVALSHA alone
+        with pytest.raises(luapipe.ServerError, match=HINT) as caught:
+            driver.run(reg.call(plain, "counted", keys=[key], args=[1]))
+        assert str(caught.value).startswith("MOVED ")
+        assert type(caught.value).__module__ == "luapipe.errors"  # a class users can catch
+    assert rc.get(key) is None  # refused by the node: nothing ran
