@@ -40,3 +40,23 @@ def test_a_call_on_a_plain_client_at_a_cluster_node_is_a_server_error_with_the_h
         assert str(caught.value).startswith("MOVED ")
         assert type(caught.value).__module__ == "luapipe.errors"  # a class users can catch
     assert rc.get(key) is None  # refused by the node: nothing ran
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("transaction", [False, True], ids=["pipeline", "transaction"])
+def test_a_pipeline_on_a_plain_client_at_a_cluster_node_raises_the_hint(
+    driver: Driver, cluster: EmbeddedCluster, rc: redis.cluster.RedisCluster, transaction: bool
+) -> None:
+    """Drift 1: the asyncio pipeline returned ``Redirect('MOVED ...')`` as a result value."""
+    port = cluster.ports[0]
+    key = _foreign_key(rc, port)
+    reg = luapipe.ScriptRegistry([COUNTER])
+    pipe = reg.pipeline(driver.redis(port), transaction=transaction)
+    pipe.call("counted", keys=[key], args=[1]).incr(key)
+    with pytest.raises(luapipe.ServerError, match=HINT):
+        driver.run(pipe.execute())
+    pipe.call("counted", keys=[key], args=[1]).incr(key)
+    results = driver.run(pipe.execute(raise_on_error=False))
+    assert len(results) == 2 and all(isinstance(r, luapipe.ServerError) for r in results)
+    assert all(str(r).startswith("MOVED ") and HINT in str(r) for r in results)
+    assert rc.get(key) is None
