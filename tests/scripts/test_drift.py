@@ -7,15 +7,21 @@ ones): a difference between the two paths is a failing test, not a comment.
 from __future__ import annotations
 
 import pytest
+import redis
 import redis.cluster
 
 import luapipe
 from luapipe.bench.cluster import EmbeddedCluster
+from luapipe.bench.server import ServerProcess
 
-from ..drivers import Driver
+from ..drivers import Driver, drained, stopped, unwritable_size
 
 COUNTER = luapipe.LuaScript.from_source(
     "counted", "-- @key ran\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"
+)
+#: counts its runs in KEYS[1]; ARGV[1] is ballast (a request too big to write at once)
+PADDED = luapipe.LuaScript.from_source(
+    "padded", "-- @key ran\n-- @arg pad\nreturn redis.call('INCR', KEYS[1])\n"
 )
 HINT = "this server is a cluster node; use a cluster client"
 
@@ -60,3 +66,27 @@ def test_a_pipeline_on_a_plain_client_at_a_cluster_node_raises_the_hint(
     assert len(results) == 2 and all(isinstance(r, luapipe.ServerError) for r in results)
     assert all(str(r).startswith("MOVED ") and HINT in str(r) for r in results)
     assert rc.get(key) is None
+
+
+@pytest.mark.parametrize("request_kind", ["call", "transaction"])
+def test_a_failed_write_of_a_whole_request_is_connection_failed_and_nothing_ran(
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, request_kind: str
+) -> None:
+    """Drift 3: one command, or MULTI ... EXEC, runs only if it arrives whole. Written to a
+    frozen server it times out halfway; the rest must never follow, so nothing ran:
+    ConnectionFailed on both paths (the asyncio one said OutcomeUnknown, and its socket
+    went on flushing the request after the caller was told it failed)."""
+    reg = luapipe.ScriptRegistry([PADDED])
+    client = driver.redis(redis_server.port, socket_timeout=0.25, client_name="victim")
+    assert driver.run(reg.call(client, "padded", keys=["warm"], args=["x"])) == 1
+    big = b"x" * unwritable_size()
+    with stopped(redis_server.pid), pytest.raises(luapipe.ConnectionFailed, match="nothing ran"):
+        if request_kind == "call":
+            driver.run(reg.call(client, "padded", keys=["ran"], args=[big]))
+        else:
+            pipe = reg.pipeline(client, transaction=True)
+            pipe.call("padded", keys=["ran"], args=["x"]).set("big", big)
+            driver.run(pipe.execute())
+    driver.close(client)
+    drained(r, "victim")  # the server has read all it was sent
+    assert r.get("ran") is None and r.exists("big") == 0
