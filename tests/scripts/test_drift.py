@@ -14,7 +14,7 @@ import luapipe
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import ServerProcess
 
-from ..drivers import Driver, drained, stopped, unwritable_size
+from ..drivers import Driver, drained, stopped, unwritable_size, warmed
 
 COUNTER = luapipe.LuaScript.from_source(
     "counted", "-- @key ran\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"
@@ -78,9 +78,10 @@ def test_a_failed_write_of_a_whole_request_is_connection_failed_and_nothing_ran(
     went on flushing the request after the caller was told it failed)."""
     reg = luapipe.ScriptRegistry([PADDED])
     client = driver.redis(redis_server.port, socket_timeout=0.25, client_name="victim")
-    assert driver.run(reg.call(client, "padded", keys=["warm"], args=["x"])) == 1
+    warmed(driver, lambda: reg.call(client, "padded", keys=["warm"], args=["x"]))
     big = b"x" * unwritable_size()
-    with stopped(redis_server.pid), pytest.raises(luapipe.ConnectionFailed, match="nothing ran"):
+    frozen = stopped(redis_server.pid, at_most=10)
+    with frozen, pytest.raises(luapipe.ConnectionFailed, match="nothing ran"):
         if request_kind == "call":
             driver.run(reg.call(client, "padded", keys=["ran"], args=[big]))
         else:

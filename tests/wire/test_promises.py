@@ -14,7 +14,7 @@ import redis
 import luapipe
 from luapipe.bench.server import ServerProcess
 
-from ..drivers import Driver, drained, kill_named, stopped, unwritable_size
+from ..drivers import Driver, drained, kill_named, stopped, unwritable_size, warmed
 
 #: counts its runs in KEYS[1]; ARGV[1] is ballast
 PADDED = luapipe.LuaScript.from_source(
@@ -29,11 +29,12 @@ def test_a_failed_write_of_a_multi_command_batch_is_outcome_unknown(
     write of SET times out, and it runs when the server wakes."""
     reg = luapipe.ScriptRegistry([PADDED])
     client = driver.redis(redis_server.port, socket_timeout=0.25, client_name="victim")
-    assert driver.run(reg.call(client, "padded", keys=["warm"], args=["x"])) == 1
+    warmed(driver, lambda: reg.call(client, "padded", keys=["warm"], args=["x"]))
     big = b"x" * unwritable_size()
     pipe = reg.pipeline(client)
     pipe.call("padded", keys=["ran"], args=["x"]).set("big", big)
-    with stopped(redis_server.pid), pytest.raises(luapipe.OutcomeUnknown, match="outcome unknown"):
+    frozen = stopped(redis_server.pid, at_most=10)
+    with frozen, pytest.raises(luapipe.OutcomeUnknown, match="outcome unknown"):
         driver.run(pipe.execute())
     driver.close(client)
     drained(r, "victim")
