@@ -1,8 +1,9 @@
 """The one place where the promise tests reach inside luapipe.
 
-Everything else in tests/test_drift.py and tests/test_promises*.py goes through the public
-API (``luapipe.ScriptRegistry``, ``reg.pipeline``, ``op.run``, ``luapipe.verify``), so a
-module move only changes the imports below.
+Everything else in the drift and promise tests (tests/scripts/test_drift.py,
+tests/*/test_promises*.py) goes through the public API (``luapipe.ScriptRegistry``,
+``reg.pipeline``, ``op.run``, ``luapipe.verify``), so a module move or a rewrite of the
+form runners only changes this file.
 """
 
 from __future__ import annotations
