@@ -45,6 +45,7 @@ def test_a_call_on_a_plain_client_at_a_cluster_node_is_a_server_error_with_the_h
             driver.run(reg.call(plain, "counted", keys=[key], args=[1]))
         assert str(caught.value).startswith("MOVED ")
         assert type(caught.value).__module__ == "luapipe.errors"  # a class users can catch
+        assert isinstance(caught.value, redis.exceptions.MovedError)  # and redis-py's, alike
     assert rc.get(key) is None  # refused by the node: nothing ran
 
 
@@ -63,7 +64,9 @@ def test_a_pipeline_on_a_plain_client_at_a_cluster_node_raises_the_hint(
         driver.run(pipe.execute())
     pipe.call("counted", keys=[key], args=[1]).incr(key)
     results = driver.run(pipe.execute(raise_on_error=False))
-    assert len(results) == 2 and all(isinstance(r, luapipe.ServerError) for r in results)
+    assert len(results) == 2
+    assert all(isinstance(r, luapipe.ServerError) for r in results)
+    assert all(isinstance(r, redis.exceptions.MovedError) for r in results)  # as redis-py's
     assert all(str(r).startswith("MOVED ") and HINT in str(r) for r in results)
     assert rc.get(key) is None
 
@@ -81,13 +84,14 @@ def test_a_failed_write_of_a_whole_request_is_connection_failed_and_nothing_ran(
     warmed(driver, lambda: reg.call(client, "padded", keys=["warm"], args=["x"]))
     big = b"x" * unwritable_size()
     frozen = stopped(redis_server.pid, at_most=10)
-    with frozen, pytest.raises(luapipe.ConnectionFailed, match="nothing ran"):
+    with frozen, pytest.raises(luapipe.ConnectionFailed, match="nothing ran") as caught:
         if request_kind == "call":
             driver.run(reg.call(client, "padded", keys=["ran"], args=[big]))
         else:
             pipe = reg.pipeline(client, transaction=True)
             pipe.call("padded", keys=["ran"], args=["x"]).set("big", big)
             driver.run(pipe.execute())
+    assert isinstance(caught.value, redis.exceptions.TimeoutError)  # redis-py's class, alike
     driver.close(client)
     drained(r, "victim")  # the server has read all it was sent
     assert r.get("ran") is None and r.exists("big") == 0

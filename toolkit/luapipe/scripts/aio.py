@@ -26,7 +26,7 @@ import redis
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
-from luapipe.errors import CallArgumentError, LuapipeError, ServerError
+from luapipe.errors import CallArgumentError, LuapipeError, ServerError, redis_class_of_reply
 from luapipe.scripts.protocol import (
     Plan,
     ScriptCall,
@@ -198,7 +198,10 @@ async def call_async(
             await s.close_if_dirty()
             await pool.release(conn)
     except Moved as exc:  # a plain client at a cluster node: as the sync reg.call says it
-        raise ServerError(f"{exc}: this server is a cluster node; {CLUSTER_HINT}") from None
+        raise ServerError(
+            f"{exc}: this server is a cluster node; {CLUSTER_HINT}",
+            like=redis_class_of_reply(str(exc)),
+        ) from None
 
 
 # -- load / status / flush ----------------------------------------------------------------
