@@ -239,16 +239,18 @@ class ScriptRegistry:
             return self._call_async(client, name, keys, args, kind)
         script = self[name]
         script.check_call(keys, args)
-        call = ScriptCall(script, tuple(keys), tuple(args))
         if kind == _SYNC_CLUSTER:
+            call = ScriptCall(script, tuple(keys), tuple(args))
             return drivers.drive(call_steps(call, self.known, self.policy, cluster=True), client)
         with sync.session(client) as s:  # the fast path: one EVALSHA in steady state
             first = None
             if self.known.has(s.address, script.sha):
-                reply = s.send_one(call.evalsha_args())
+                verb = "EVALSHA_RO" if script.read_only else "EVALSHA"
+                reply = s.send_one((verb, script.sha, len(keys), *keys, *args))
                 if reply.__class__ is not ReplyError:
                     return reply
                 first = (s.address, reply)
+            call = ScriptCall(script, tuple(keys), tuple(args))
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
             return drivers.Driver(client, s).run(steps)
 
