@@ -46,7 +46,7 @@ def _record(totals: FormTotals) -> Any:
 
 
 def _page(*records: Any) -> tuple[str, str]:
-    data = {
+    data: dict[str, Any] = {
         "manifest": {},
         "calibration": [],
         "records": [r.as_dict() for r in records],
@@ -69,7 +69,7 @@ def test_percentiles_of_a_known_distribution() -> None:
     assert s.p99 == pytest.approx(9.9, rel=HDR)
     assert s.p999 == pytest.approx(9.99, rel=HDR)
     assert s.mean == pytest.approx(5.0005, rel=HDR)
-    assert (s.min, s.max) == (pytest.approx(0.001), pytest.approx(10.0, rel=HDR))
+    assert s.min == pytest.approx(0.001) and s.max == pytest.approx(10.0, rel=HDR)
 
 
 def test_two_workers_merge_into_known_percentiles_and_wall_time_throughput() -> None:
@@ -168,7 +168,7 @@ def test_a_forced_lost_update_marks_the_record_and_the_report(url: str) -> None:
     assert isinstance(real, OperationWorkload)
     work = LosesOnce(real)
     config = BenchConfig(duration_s=0.3, warmup_s=0.05, rounds=3, bystander=False)
-    result = run_bench(url, [work], config)  # type: ignore[list-item]
+    result = run_bench(url, [work], config)
     by_form = {r.form: r for r in result.records}
     assert work.slices == {"naive": 4, "script": 4}  # warm-up + 3 rounds each
     assert by_form["naive"].invariant_ok is False
