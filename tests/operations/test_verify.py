@@ -134,6 +134,7 @@ def test_verify_puts_back_a_library_it_replaced(r: redis.Redis) -> None:
 
 def test_verify_cleans_up_after_an_error(r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     from luapipe.operations import verify as verify_mod
+
     op = load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
     real = verify_mod._compare
     calls = []

@@ -46,9 +46,9 @@ def test_deploy_of_an_empty_registry_names_the_lock_directory(
 def test_cli_deploy_of_an_empty_directory_exits_1(
     fake: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check: list[str]
 ) -> None:
-    import luapipe.cli
+    from luapipe.cli import _common
 
-    monkeypatch.setattr(luapipe.cli, "_client", lambda url: fake)
+    monkeypatch.setattr(_common, "client", lambda url: fake)
     empty = tmp_path / "empty"
     empty.mkdir()
     res = CliRunner().invoke(main, ["deploy", "--dir", str(empty), *check])

@@ -1,0 +1,284 @@
+"""Job 3 on the command line: ``luapipe bench``, ``luapipe report`` and ``luapipe demo``."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from luapipe.cli import _common as common
+
+__all__ = ["COMMANDS"]
+
+MAX_RTT_MS = 1000.0  # beyond this the harness's own timeouts (30 s per call) are too near
+
+
+def _items(text: str, example: str) -> list[str]:
+    items = [x.strip() for x in text.split(",")]
+    if any(not x for x in items):
+        raise click.BadParameter(f"empty item in {text!r}: give comma-separated values ({example})")
+    return items
+
+
+def _rtt_list(ctx: click.Context, param: click.Parameter, text: str) -> tuple[float, ...]:
+    values = []
+    for item in _items(text, "milliseconds, e.g. 0,1,5"):
+        try:
+            v = float(item)
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not a number of milliseconds") from None
+        if not (math.isfinite(v) and 0 <= v <= MAX_RTT_MS):
+            raise click.BadParameter(
+                f"each RTT must be a number from 0 to {MAX_RTT_MS:g} ms, not {item}"
+            )
+        values.append(v)
+    return tuple(values)
+
+
+def _client_list(ctx: click.Context, param: click.Parameter, text: str) -> tuple[int, ...]:
+    values = []
+    for item in _items(text, "client counts, e.g. 1,4,16"):
+        try:
+            v = int(item)
+        except ValueError:
+            v = 0
+        if v < 1:
+            raise click.BadParameter(f"each client count must be a whole number >= 1, not {item!r}")
+        values.append(v)
+    return tuple(values)
+
+
+def _finite(minimum: float, *, inclusive: bool) -> Callable[..., float | None]:
+    """A click callback: the value is a finite number above ``minimum`` (or equal to it)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        if value is None:
+            return None
+        ok = value >= minimum if inclusive else value > minimum
+        if not (math.isfinite(value) and ok):
+            bound = f"{'>=' if inclusive else '>'} {minimum:g}"
+            raise click.BadParameter(f"must be a finite number {bound}, not {value}")
+        return value
+
+    return check
+
+
+def _contention(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from luapipe.bench.workloads import zipf_exponent
+
+    try:
+        zipf_exponent(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _progress_line(p: Any) -> None:
+    """A live bar on a terminal; in a log (CI, a file) a plain line every tenth of the run."""
+    if not sys.stderr.isatty():
+        step = max(1, p.total // 10)
+        if p.done % step == 0 or p.done >= p.total:
+            click.echo(f"progress {p.done}/{p.total}: {p.label}", err=True)
+        return
+    width = 24
+    filled = int(width * p.done / max(p.total, 1))
+    bar = "#" * filled + "." * (width - filled)
+    click.echo(f"\r[{bar}] {p.done}/{p.total} {p.label[:60]:<60}", nl=False, err=True)
+    if p.done >= p.total:
+        click.echo("", err=True)
+
+
+def _finish(
+    result: Any,
+    json_path: str | None,
+    csv_path: str | None,
+    html_path: str | None,
+    notes: tuple[str, ...] = (),
+) -> None:
+    from luapipe.bench.verdict import recommendations
+    from luapipe.report import render_table, write_csv, write_html, write_json
+
+    data = result.as_dict() if hasattr(result, "as_dict") else result
+    data["recommendations"] = recommendations(data["records"], data.get("skipped"))
+    data["notes"] = [*notes, *data.get("notes", [])]
+    click.echo(render_table(data))
+    for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):
+        if path:
+            from pathlib import Path
+
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            writer(data, path)
+            click.echo(f"wrote {path}", err=True)
+
+
+@click.command()
+@click.argument("specs", nargs=-1)
+@click.option(
+    "--url",
+    help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
+    "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
+)
+@click.option(
+    "--rtt",
+    "rtts",
+    default="0",
+    show_default=True,
+    callback=_rtt_list,
+    help="simulated RTTs in ms, comma-separated",
+)
+@click.option(
+    "--clients",
+    "counts",
+    default="1",
+    show_default=True,
+    callback=_client_list,
+    help="clients, comma-separated",
+)
+@click.option(
+    "--duration",
+    type=float,
+    default=2.0,
+    show_default=True,
+    callback=_finite(0, inclusive=False),
+    help="timed s per form",
+)
+@click.option(
+    "--warmup",
+    type=float,
+    default=0.3,
+    show_default=True,
+    callback=_finite(0, inclusive=True),
+    help="discarded s per form",
+)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=4, show_default=True, help="ABAB rounds"
+)
+@click.option(
+    "--contention",
+    default="spread",
+    show_default=True,
+    callback=_contention,
+    help="hot | spread | zipf:S (S > 0)",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="ops per call (one server): N operations batched as each form allows",
+)
+@click.option(
+    "--rate",
+    type=float,
+    callback=_finite(0, inclusive=False),
+    help="open loop: total calls per second",
+)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
+@click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results JSON")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+def bench(
+    specs: tuple[str, ...],
+    url: str | None,
+    rtts: tuple[float, ...],
+    counts: tuple[int, ...],
+    duration: float,
+    warmup: float,
+    rounds: int,
+    contention: str,
+    batch: int,
+    rate: float | None,
+    seed: int,
+    no_bystander: bool,
+    anchors: bool,
+    json_path: str | None,
+    csv_path: str | None,
+    html_path: str | None,
+) -> None:
+    """Benchmark every form of SPEC|NAME... (default: update_token) across RTT and clients."""
+    from luapipe.bench.opworkload import resolve_workloads
+    from luapipe.bench.runner import BenchConfig, run_bench
+
+    with common.bench_server(url) as target:
+        if anchors:
+            from luapipe.bench.anchors import run_anchors
+
+            rep = run_anchors(target, progress=_progress_line)
+            click.echo("\n".join(rep.lines()))
+            _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
+            return
+        workloads = resolve_workloads(
+            list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
+        )
+        config = BenchConfig(
+            rtts_ms=rtts,
+            clients=counts,
+            duration_s=duration,
+            warmup_s=warmup,
+            rounds=rounds,
+            rate=rate,
+            bystander=not no_bystander,
+            seed=seed,
+        )
+        result = run_bench(target, workloads, config, progress=_progress_line)
+        _finish(result, json_path, csv_path, html_path)
+
+
+@click.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV")
+def report(results: str, html_path: str | None, csv_path: str | None) -> None:
+    """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
+    from luapipe.report import load_results
+
+    data = load_results(results)
+    _finish(data, None, csv_path, html_path)
+
+
+@click.command()
+@click.option(
+    "--url",
+    help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
+    "[default: a private redis-server; REDIS_URL is not used]",
+)
+@click.option("--out", default="demo-out", show_default=True, type=click.Path(file_okay=False))
+@click.option(
+    "--duration",
+    type=float,
+    default=0.8,
+    show_default=True,
+    callback=_finite(0, inclusive=False),
+    help="timed s per form",
+)
+def demo(url: str | None, out: str, duration: float) -> None:
+    """A one-minute tour: a few catalogue operations at RTT 0, 0.25 and 1 ms, with a report."""
+    from pathlib import Path
+
+    from luapipe.bench.opworkload import catalogue_dir, resolve_workloads
+    from luapipe.bench.runner import BenchConfig, run_bench
+
+    names = ["update_token"] + [
+        n for n in ("reserve_stock", "rate_limit") if (catalogue_dir() / f"{n}.toml").exists()
+    ]
+    workloads = resolve_workloads(names)
+    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.15, rounds=2)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with common.bench_server(url) as target:
+        click.echo(f"benchmarking {', '.join(names)} at RTT 0, 0.25 and 1 ms", err=True)
+        result = run_bench(target, workloads, config, progress=_progress_line)
+        _finish(
+            result,
+            str(Path(out) / "results.json"),
+            str(Path(out) / "results.csv"),
+            str(Path(out) / "report.html"),
+        )
+    click.echo(f"open {Path(out) / 'report.html'} in a browser")
+
+
+COMMANDS = (bench, report, demo)

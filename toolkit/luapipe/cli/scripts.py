@@ -1,0 +1,258 @@
+"""Job 1 on the command line: ``luapipe scripts list|lint|load|status|call|flush|kill`` and
+``luapipe deploy``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from luapipe.cli import _common as common
+from luapipe.errors import LuapipeError
+from luapipe.scripts.deploy import LOCK_NAME, deploy
+from luapipe.scripts.lint import lint_scripts, luac_available
+from luapipe.scripts.loader import discover
+from luapipe.scripts.registry import ScriptRegistry
+
+__all__ = ["COMMANDS"]
+
+
+@click.group()
+def scripts() -> None:
+    """List, lint, load, inspect, call and flush Lua scripts."""
+
+
+@scripts.command("list")
+@common.dir_option
+@common.json_option
+def scripts_list(directory: str | None, as_json: bool) -> None:
+    """List the scripts with their keys, args, flags and SHA (no server needed)."""
+    reg = common.registry(directory)
+    rows: list[dict[str, Any]] = [
+        {
+            "name": s.name,
+            "sha": s.sha,
+            "keys": None
+            if s.keys is None
+            else [p.name + ("..." if p.variadic else "") for p in s.keys],
+            "args": None
+            if s.args is None
+            else [p.name + ("..." if p.variadic else "") for p in s.args],
+            "flags": list(s.flags),
+            "path": s.path,
+            "description": s.description,
+        }
+        for s in reg
+    ]
+    if as_json:
+        common.emit_json(rows)
+        return
+    width = common.name_width(row["name"] for row in rows)
+    for row in rows:
+        keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
+        args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
+        flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
+        click.echo(f"{row['name']:<{width}} {row['sha'][:12]}  keys: {keys}  args: {args}{flags}")
+
+
+@scripts.command("lint")
+@common.dir_option
+@common.json_option
+def scripts_lint(directory: str | None, as_json: bool) -> None:
+    """Compile every script without a server; flag undeclared KEYS/ARGV and globals."""
+    found = discover(Path(directory) if directory else common.registry_dir())
+    issues = lint_scripts(found)
+    if as_json:
+        common.emit_json(
+            [{"location": i.location, "severity": i.severity, "message": i.message} for i in issues]
+        )
+    else:
+        for issue in issues:
+            click.echo(str(issue))
+        note = "" if luac_available() else " (globals not checked: luac5.1 not installed)"
+        click.echo(
+            f"{common.plural(len(found), 'script')}, {common.plural(len(issues), 'problem')}{note}"
+        )
+    if any(i.severity == "error" for i in issues):
+        sys.exit(1)
+
+
+@scripts.command("load")
+@common.dir_option
+@common.url_option
+@common.json_option
+def scripts_load(directory: str | None, url: str | None, as_json: bool) -> None:
+    """SCRIPT LOAD every script; prints each name and SHA."""
+    reg = common.registry(directory)
+    shas = reg.load(common.client(url))
+    if as_json:
+        common.emit_json(shas)
+        return
+    width = common.name_width(shas)
+    for name, sha in shas.items():
+        click.echo(f"{name:<{width}} {sha}")
+
+
+@scripts.command("status")
+@common.dir_option
+@common.url_option
+@common.json_option
+def scripts_status(directory: str | None, url: str | None, as_json: bool) -> None:
+    """Which scripts each node has cached (exit 1 if any is missing)."""
+    nodes = common.registry(directory).status(common.client(url))
+    if as_json:
+        common.emit_json(
+            [
+                {
+                    "node": n.node,
+                    "scripts": [
+                        {"name": s.name, "sha": s.sha, "loaded": s.loaded} for s in n.scripts
+                    ],
+                }
+                for n in nodes
+            ]
+        )
+    else:
+        width = common.name_width(s.name for n in nodes for s in n.scripts)
+        for n in nodes:
+            for s in n.scripts:
+                state = "loaded" if s.loaded else "MISSING"
+                click.echo(f"{n.node}  {s.name:<{width}} {s.sha[:12]}  {state}")
+    if any(n.missing for n in nodes):
+        sys.exit(1)
+
+
+@scripts.command("call")
+@click.argument("name")
+@click.option("--key", "-k", "keys", multiple=True, help="A key (repeat, in order).")
+@click.option("--arg", "-a", "args", multiple=True, help="An argument (repeat, in order).")
+@common.dir_option
+@common.url_option
+@common.json_option
+def scripts_call(
+    name: str,
+    keys: tuple[str, ...],
+    args: tuple[str, ...],
+    directory: str | None,
+    url: str | None,
+    as_json: bool,
+) -> None:
+    """Call script NAME with --key/--arg values and print its reply."""
+    reg = common.registry(directory)
+    reg[name].check_call(keys, args)  # before connecting
+    result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
+    click.echo(json.dumps(result) if as_json else _show(result))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+@scripts.command("flush")
+@common.url_option
+@click.option("--yes", is_flag=True, help="Do not ask: flush the whole script cache.")
+def scripts_flush(url: str | None, yes: bool) -> None:
+    """SCRIPT FLUSH: empties the server's whole script cache (every application's)."""
+    if not yes and not click.confirm("Flush every cached script on the server?", default=False):
+        common.fail("not flushed (pass --yes to skip the question)")
+    nodes = ScriptRegistry([]).flush(common.client(url))
+    click.echo(f"flushed the script cache on {', '.join(nodes)}")
+
+
+@scripts.command("kill")
+@common.url_option
+def scripts_kill(url: str | None) -> None:
+    """SCRIPT KILL a runaway read-only script (a script that wrote is UNKILLABLE)."""
+    killed = ScriptRegistry([]).kill(common.client(url))
+    click.echo(
+        f"killed the running script on {', '.join(killed)}" if killed else "no script running"
+    )
+
+
+@click.command("deploy")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Scripts directory [default: ./scripts_lua; without one, --dir is required].",
+)
+@common.url_option
+@click.option(
+    "--lock",
+    "lock",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help=f"Lock file [default: <dir>/{LOCK_NAME}].",
+)
+@click.option("--check", is_flag=True, help="Only report drift (exit 1 if any); change nothing.")
+@common.json_option
+def deploy_cmd(
+    directory: str | None, url: str | None, lock: str | None, check: bool, as_json: bool
+) -> None:
+    """Load every script of --dir (default ./scripts_lua) on the server and write the lock
+    file (name -> SHA)."""
+    scripts_dir = _deploy_dir(directory)
+    reg = ScriptRegistry.from_directory(scripts_dir)
+    lock_path = Path(lock) if lock else scripts_dir / LOCK_NAME
+    report = deploy(reg, common.client(url), lock_path, check=check, directory=scripts_dir)
+    if as_json:
+        common.emit_json(
+            {
+                "ok": report.ok,
+                "lock": report.lock_path,
+                "nodes": list(report.nodes),
+                "scripts": dict(report.scripts),
+                "drift": [
+                    {"kind": d.kind, "name": d.name, "node": d.node, "detail": d.detail}
+                    for d in report.drift
+                ],
+            }
+        )
+    elif check:
+        for d in report.drift:
+            click.echo(str(d))
+        verdict = "no drift" if report.ok else f"{len(report.drift)} drift"
+        nodes = ", ".join(report.nodes)
+        click.echo(f"{verdict}: {len(report.scripts)} scripts, nodes {nodes}")
+    else:
+        width = common.name_width(name for name, _ in report.scripts)
+        for name, sha in report.scripts:
+            click.echo(f"{name:<{width}} {sha}")
+        state = "written" if report.lock_written else "unchanged"
+        nodes = ", ".join(report.nodes)
+        click.echo(
+            f"deployed {len(report.scripts)} scripts to {nodes}; lock {report.lock_path} {state}"
+        )
+    if not report.ok:
+        sys.exit(1)
+
+
+def _deploy_dir(directory: str | None) -> Path:
+    """--dir, else ./scripts_lua. Never the bundled library: its lock file would be written
+    into the installed package, and a deploy pipeline must name what it deploys."""
+    if directory is not None:
+        return Path(directory)
+    local = Path("scripts_lua")
+    if local.is_dir():
+        return local
+    raise LuapipeError(
+        "deploy needs a scripts directory: pass --dir DIR or run it where ./scripts_lua is "
+        "(the bundled library is not deployed)"
+    )
+
+
+COMMANDS = (scripts, deploy_cmd)
