@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo deps server-deps venv lint typecheck pytest clean
+.PHONY: test demo generate deps server-deps venv lint typecheck pytest clean
 
 ## System packages: redis-server and redis-cli (and luac5.1 for `scripts lint`), installed if missing.
 server-deps:
@@ -55,6 +55,12 @@ test: deps venv lint typecheck pytest
 
 demo: server-deps venv
 	$(BIN)/luapipe demo
+
+## The catalogue's checked-in generated files: each spec's Lua into scripts_lua/ (the registry
+## loads it like any script) and its Python module into examples/operations/generated/.
+generate: venv
+	$(BIN)/luapipe generate examples/operations/*.toml --out scripts_lua \
+	  --py-out examples/operations/generated
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -33,7 +33,18 @@ def _worker(latencies_ms: list[float], elapsed_s: float) -> WorkerResult:
     for ms in latencies_ms:
         h.record_us(ms * 1000)
     n = len(latencies_ms)
-    return WorkerResult(h.encode(), b"", n, 0, (), 0, n, n, 0.1, elapsed_s)
+    return WorkerResult(
+        hist=h.encode(),
+        hist_uncorrected=b"",
+        calls=n,
+        errors=0,
+        error_samples=(),
+        retries=0,
+        round_trips=n,
+        commands=n,
+        cpu_s=0.1,
+        elapsed_s=elapsed_s,
+    )
 
 
 def _cost(ok: bool = True, detail: str = "held") -> SliceCost:
