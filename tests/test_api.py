@@ -35,6 +35,7 @@ PINNED = [
     "Safety",
     "ScriptError",
     "ScriptPipeline",
+    "ScriptProblem",
     "ScriptRegistry",
     "ScriptRuntimeError",
     "ScriptState",

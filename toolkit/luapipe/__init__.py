@@ -43,6 +43,7 @@ from luapipe.scripts.aio import AsyncScriptPipeline
 from luapipe.scripts.deploy import DeployReport, Drift, deploy
 from luapipe.scripts.lint import LintIssue, lint_scripts
 from luapipe.scripts.pipeline import ScriptPipeline
+from luapipe.scripts.problems import ScriptProblem
 from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.scripts.script import LuaScript, Param
 
@@ -76,6 +77,7 @@ __all__ = [
     "Safety",
     "ScriptError",
     "ScriptPipeline",
+    "ScriptProblem",
     "ScriptRegistry",
     "ScriptRuntimeError",
     "ScriptState",

@@ -31,11 +31,13 @@ from luapipe.errors import (
     ConnectionFailed,
     DuplicateScriptError,
     LuapipeError,
+    ScriptError,
     ServerError,
     UnknownScriptError,
 )
-from luapipe.scripts.lint import compile_check
-from luapipe.scripts.loader import discover
+from luapipe.scripts.compiler import compile_problems
+from luapipe.scripts.loader import scan
+from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import (
     KnownScripts,
     Plan,
@@ -93,25 +95,45 @@ def bundled_scripts_dir() -> Path:
 
 class ScriptRegistry:
     """Scripts by name. Construction compiles every script, so a syntax error (file:line)
-    is raised before anything reaches a server."""
+    is raised before anything reaches a server; every broken script is named at once.
 
-    def __init__(self, scripts: Iterable[LuaScript], *, check: bool = True) -> None:
-        self._scripts: dict[str, LuaScript] = {}
-        for s in scripts:
-            if s.name in self._scripts:
-                first = self._scripts[s.name]
-                raise DuplicateScriptError(
-                    f"duplicate script name {s.name!r}: {first.path or '?'} and {s.path or '?'}"
-                )
-            self._scripts[s.name] = s
-        if check:
-            compile_check(self._scripts.values())
+    With ``strict=False`` the broken scripts are set aside instead: the others can be
+    called, ``problems`` lists the broken ones, and calling one raises its problem.
+    """
+
+    def __init__(
+        self,
+        scripts: Iterable[LuaScript],
+        *,
+        check: bool = True,
+        strict: bool = True,
+        problems: Iterable[ScriptProblem] = (),
+    ) -> None:
+        self._scripts = _by_name(scripts)
+        found = [*problems, *(compile_problems(self._scripts.values()) if check else ())]
+        if strict:
+            raise_problems(found)
+        for problem in found:
+            self._scripts.pop(problem.name, None)
+        self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
 
     @classmethod
-    def from_directory(cls, directory: str | Path | None = None) -> ScriptRegistry:
-        """Every top-level ``*.lua`` in ``directory`` (default: the bundled library)."""
-        return cls(discover(directory if directory is not None else bundled_scripts_dir()))
+    def from_directory(
+        cls, directory: str | Path | None = None, *, strict: bool = True
+    ) -> ScriptRegistry:
+        """Every top-level ``*.lua`` in ``directory`` (default: the bundled library).
+
+        ``strict=False``: a broken file (bad name, header or syntax) does not stop the
+        others; see :attr:`problems`.
+        """
+        found = scan(directory if directory is not None else bundled_scripts_dir())
+        return cls(found.scripts, strict=strict, problems=found.problems)
+
+    @property
+    def problems(self) -> tuple[ScriptProblem, ...]:
+        """The scripts set aside by ``strict=False`` (sorted by name), each with its reason."""
+        return self._problems
 
     # -- the collection -------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -121,9 +143,13 @@ class ScriptRegistry:
         try:
             return self._scripts[name]
         except KeyError:
-            close = difflib.get_close_matches(name, self._scripts, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UnknownScriptError(f"unknown script {name!r}{hint}") from None
+            pass
+        for problem in self._problems:
+            if problem.name == name:
+                raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
+        close = difflib.get_close_matches(name, self._scripts, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownScriptError(f"unknown script {name!r}{hint}")
 
     def __contains__(self, name: object) -> bool:
         return name in self._scripts
@@ -338,6 +364,18 @@ class ScriptRegistry:
 
     def plan(self, entries: Sequence[Any], node: str, *, transaction: bool) -> Plan:
         return Plan(entries, self.known, node, transaction=transaction)
+
+
+def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
+    by_name: dict[str, LuaScript] = {}
+    for s in scripts:
+        if s.name in by_name:
+            first = by_name[s.name]
+            raise DuplicateScriptError(
+                f"duplicate script name {s.name!r}: {first.path or '?'} and {s.path or '?'}"
+            )
+        by_name[s.name] = s
+    return by_name
 
 
 def is_async_client(client: object) -> bool:
