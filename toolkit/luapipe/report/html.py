@@ -95,6 +95,7 @@ def render_html(result: dict[str, Any]) -> str:
             "charts": operation_charts(op, rows),
             "rows": rows,
             "profile": profiles.get(op),
+            "cpu_wait": any(r.get("client_wait_usec_per_op") for r in rows),
             "open_loop": any(r.get("latency_ms_uncorrected") for r in rows),
             "crossovers": [c for c in data.get("crossovers", []) if c["operation"] == op],
             "recommendations": [x for x in recs if x["operation"] == op],

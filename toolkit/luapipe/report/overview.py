@@ -58,6 +58,11 @@ def _x(v: float) -> str:
     return f"{v:.3g}x"
 
 
+def _pct_text(pct: float) -> str:
+    """A percentage as people write it: 3.1%, 12%, 300%."""
+    return f"{pct:.2g}%" if abs(pct) < 10 else f"{pct:.0f}%"
+
+
 def _pct(share: Any) -> str:
     return f"{100 * float(share):.0f}%"
 
@@ -79,10 +84,14 @@ def _non_atomic(rec: dict[str, Any]) -> tuple[NonAtomic, ...]:
     out = []
     what = "p50 speed" if rec.get("metric") == "p50_ms" else "throughput"
     for n in rec.get("non_atomic") or ():
+        lost = int(n.get("lost_updates") or 0)
+        broke = bool(lost) or n.get("invariant_ok") is False
+        if n.get("text"):  # the verdict's own sentence
+            out.append(NonAtomic(str(n["text"]), broke))
+            continue
         ratio = n.get("ratio")
         gain = f"{_x(float(ratio))} the winner's {what}" if ratio is not None else "not timed"
-        lost, cases = int(n.get("lost_updates") or 0), n.get("invariant_cases")
-        broke = bool(lost) or n.get("invariant_ok") is False
+        cases = n.get("invariant_cases")
         if broke:
             loss = f"lost updates in {lost}{f' of {cases}' if cases else ''} cases"
             loss = loss if lost else "broke the invariant"
@@ -97,7 +106,7 @@ def _tie(rec: dict[str, Any]) -> str:
     if not tied:
         return ""
     within = rec.get("tie_within_pct")
-    head = f"tie within ±{float(within):.2g}%" if within is not None else "tie"
+    head = f"tie within ±{_pct_text(float(within))}" if within is not None else "tie"
     rule = rec.get("tie_break")
     return f"{head} with {', '.join(tied)}" + (f"; picked by {rule}" if rule else "")
 
