@@ -208,11 +208,11 @@ def test_the_verdict_comes_first_with_the_choice_the_winner_or_tie_and_the_reaso
     assert "The choice: <b>pipelined vs script vs function</b>" in top
     assert f"<h3>{LONG_OP}</h3>" in top and "<b>transaction vs script vs function</b>" in top
     assert "1.93x the throughput of transaction" in top and "(95%: 1.81-2.05x)" in top
-    assert "tie within ±3.1% with function; picked by fewer moving parts" in top
+    assert "tie within ±3.1%; tie-break: fewer moving parts" in top
     assert "1 round trip per call instead of 2" in top  # the one main reason
     assert "pipelined: 1.1x the winner&#39;s throughput, no lost update seen in 64 cases" in top
     assert "pipelined would be 1.1x the throughput of script, but lost 12 updates" in top
-    assert "tie within ±300% with function" in top  # a busy machine's wide tie, as given
+    assert "tie within ±300%" in top  # a busy machine's wide tie, as given
     assert "clears ±5%" in page
 
 

@@ -39,7 +39,7 @@ class Point:
     where: str  # "RTT 0.25 ms" (", 4 clients" when several counts were measured)
     form: str | None  # None: no recommendation (see text)
     tied: tuple[str, ...]  # the other forms it ties with
-    tie: str  # "tie within ±3%: script picked (atomic over non-atomic)" or ""
+    tie: str  # "tie within ±3%" (and the tie-break unless the reason says it) or ""
     versus: str  # "1.9x the throughput of transaction"
     interval: str  # "95%: 1.7-2.1x" or ""
     reason: str  # the one main reason
@@ -101,14 +101,15 @@ def _non_atomic(rec: dict[str, Any]) -> tuple[NonAtomic, ...]:
     return tuple(out)
 
 
-def _tie(rec: dict[str, Any]) -> str:
-    tied = rec.get("tied_with") or []
-    if not tied:
+def _tie(rec: dict[str, Any], reason: str) -> str:
+    """ "tie within ±x%", and the tie-break when the main reason is not already it (the
+    tied forms themselves are shown beside the winner)."""
+    if not rec.get("tied_with"):
         return ""
     within = rec.get("tie_within_pct")
     head = f"tie within ±{_pct_text(float(within))}" if within is not None else "tie"
     rule = rec.get("tie_break")
-    return f"{head} with {', '.join(tied)}" + (f"; picked by {rule}" if rule else "")
+    return head + (f"; tie-break: {rule}" if rule and rule not in reason else "")
 
 
 def _where(rec: dict[str, Any], several_counts: bool) -> str:
@@ -121,14 +122,14 @@ def _where(rec: dict[str, Any], several_counts: bool) -> str:
 def _point(rec: dict[str, Any], several_counts: bool) -> Point:
     versus, interval = _versus(rec)
     reasons = rec.get("reasons") or []
-    reason = rec.get("main_reason") or (reasons[0] if reasons else rec.get("text", ""))
+    reason = str(rec.get("main_reason") or (reasons[0] if reasons else rec.get("text", "")))
     if rec.get("form") is None:
         reason = str(rec.get("text") or reason)
     return Point(
         where=_where(rec, several_counts),
         form=rec.get("form"),
         tied=tuple(rec.get("tied_with") or ()),
-        tie=_tie(rec),
+        tie=_tie(rec, reason),
         versus=versus,
         interval=interval,
         reason=str(reason),
