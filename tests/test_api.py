@@ -29,6 +29,7 @@ PINNED = [
     "Operation",
     "OutcomeUnknown",
     "Param",
+    "PermissionDenied",
     "ReadOnlyError",
     "Recommendation",
     "RunResult",

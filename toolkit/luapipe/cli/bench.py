@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from luapipe.cli import _common as common
+from luapipe.errors import LuapipeError
 
 __all__ = ["COMMANDS"]
 
@@ -294,8 +295,15 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
     """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
     from luapipe.report import load_results
 
-    data = load_results(results)
-    _finish(data, None, csv_path, html_path)
+    data = load_results(results)  # checks the fields the renderers read
+    try:
+        _finish(data, None, csv_path, html_path)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        # a shape the checks do not cover (inside calibration, crossovers...): one line
+        raise LuapipeError(
+            f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "
+            "`luapipe bench --json` wrote?"
+        ) from None
 
 
 @click.command()

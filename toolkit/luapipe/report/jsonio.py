@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from luapipe.errors import LuapipeError, mask_url
+from luapipe.report.validate import check_results
 
 __all__ = ["REQUIRED_RECORD_FIELDS", "load_results", "mask_tree", "write_json"]
 
@@ -115,13 +116,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
         ) from None
     except json.JSONDecodeError as exc:
         raise LuapipeError(f"{path}: not a luapipe results file ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        raise LuapipeError(f"{path}: not a luapipe results file (no records list)")
-    for i, rec in enumerate(data["records"]):
-        missing = [f for f in REQUIRED_RECORD_FIELDS if f not in rec]
-        if missing:
-            raise LuapipeError(f"{path}: record {i} lacks {', '.join(missing)}")
-    data.setdefault("manifest", {})
+    check_results(data, str(path), REQUIRED_RECORD_FIELDS)
+    data.setdefault("manifest", {}).setdefault("spec", {})
     data.setdefault("calibration", [])
     data.setdefault("crossovers", [])
     data.setdefault("recommendations", [])

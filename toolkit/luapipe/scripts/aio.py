@@ -35,7 +35,7 @@ from luapipe.scripts.protocol import (
     check_loaded,
     script_error,
 )
-from luapipe.scripts.registry import NodeStatus, ScriptState
+from luapipe.scripts.registry import NodeStatus, ScriptState, killed_by
 from luapipe.scripts.script import Value
 from luapipe.wire.aio import AsyncSession, acquire, async_session
 from luapipe.wire.sync import ReplyError, raise_for
@@ -48,6 +48,7 @@ __all__ = [
     "Moved",
     "call_async",
     "flush_async",
+    "kill_async",
     "load_async",
     "require_async_client",
     "require_sync_client",
@@ -251,6 +252,17 @@ async def flush_async(registry: ScriptRegistry, client: Any) -> list[str]:
             registry.known.forget(s.address)
             nodes.append(s.address)
     return nodes
+
+
+async def kill_async(registry: ScriptRegistry, client: Any) -> list[str]:
+    """SCRIPT KILL on every node; returns the nodes where a script was killed."""
+    require_async_client(client, "kill_async", "reg.kill(client)")
+    killed: list[str] = []
+    for factory in await _sessions(client):
+        async with factory as s:
+            if killed_by((await s.execute([("SCRIPT", "KILL")]))[0], s.address):
+                killed.append(s.address)
+    return killed
 
 
 from luapipe.scripts.aio_pipeline import AsyncScriptPipeline  # noqa: E402  (re-exported)

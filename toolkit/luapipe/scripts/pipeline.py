@@ -28,6 +28,7 @@ from luapipe.errors import (
     ConnectionFailed,
     CrossSlotError,
     ServerError,
+    redis_class_of_reply,
 )
 from luapipe.scripts.protocol import Entry, EntryQueue, Redirect, ScriptCall, exec_item, raise_first
 from luapipe.scripts.registry import CLUSTER_HINT, REDIRECT_ATTEMPTS
@@ -63,7 +64,10 @@ class ScriptPipeline(EntryQueue, CoreCommands):
         else:
             results = self._execute_node(self.client, entries)
             results = [
-                ServerError(f"{r}: this server is a cluster node; {CLUSTER_HINT}")
+                ServerError(
+                    f"{r}: this server is a cluster node; {CLUSTER_HINT}",
+                    like=redis_class_of_reply(str(r)),
+                )
                 if isinstance(r, Redirect)
                 else r
                 for r in results

@@ -27,15 +27,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Self
 
+import redis.exceptions as rex
 from redis.exceptions import ResponseError
 
 from luapipe.errors import (
     BusyError,
     CallArgumentError,
+    ConnectionFailed,
+    CrossSlotError,
     LuapipeError,
+    PermissionDenied,
+    ReadOnlyError,
     ScriptRuntimeError,
     ScriptSyntaxError,
     ServerError,
+    redis_class_of_reply,
     translate,
 )
 from luapipe.scripts.script import LuaScript, Value
@@ -149,7 +155,9 @@ class KnownScripts:
 
 
 def script_error(script: LuaScript, text: str) -> LuapipeError:
-    """The error for a script's error reply, naming the script's file:line where known."""
+    """The error for a script's error reply, naming the script's file:line where known.
+
+    Its class is luapipe's and also redis-py's for the same reply (see luapipe.errors)."""
     if text.startswith("BUSY"):  # another script holds the server: this one did not run
         return BusyError(f"BUSY: the server is running another script; {script.name} did not run")
     compile_err = "Error compiling script" in text
@@ -159,9 +167,12 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         where = script.file_line(line)
         if compile_err:
             return ScriptSyntaxError(
-                f"{where}: Lua syntax error: {message}", path=script.path or script.name, line=line
+                f"{where}: Lua syntax error: {message}",
+                path=script.path or script.name,
+                line=line,
+                like=ResponseError,
             )
-        return ScriptRuntimeError(f"{where}: {message} (script {script.name})")
+        return _runtime_error(text, f"{where}: {message} (script {script.name})")
     trailer = _TRAILER.search(text)
     if trailer is not None:
         # A redis.call failed inside the running script (WRONGTYPE, NOPERM, a write in a
@@ -169,13 +180,61 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         # @user_script:N." It is the script's runtime error, whatever the code: the lines
         # before it have run, so it is never a connection or permission error to retry.
         message = text[: trailer.start()].strip()
-        return ScriptRuntimeError(
-            f"{script.file_line(int(trailer[1]))}: {message} (script {script.name})"
+        where = script.file_line(int(trailer[1]))
+        return _runtime_error(text, f"{where}: {message} (script {script.name})")
+    if compile_err:  # a limit Lua reports without a line (the local check names it)
+        return ScriptSyntaxError(
+            f"{script.path or script.name}: {text}",
+            path=script.path or script.name,
+            like=ResponseError,
         )
     generic = translate(ResponseError(text))
-    if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
+    if _refused(generic, text):
         return generic
-    return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
+    # The script's own error_reply, or a failed redis.call on a server that does not say
+    # the line (fakeredis): name the lines it can have come from.
+    return _runtime_error(text, f"{_error_sites(script)}: script {script.name} failed: {text}")
+
+
+def _refused(err: LuapipeError, text: str) -> bool:
+    """An error reply that refused the script before it ran (not its own error)."""
+    if isinstance(err, BusyError | ReadOnlyError | CrossSlotError | PermissionDenied):
+        return True
+    if isinstance(err, ConnectionFailed) or text.startswith("ERR Protocol error"):
+        return True
+    return text.startswith(("OOM command not allowed", "ERR unknown command", "ERR Number of keys"))
+
+
+def _runtime_error(text: str, message: str) -> LuapipeError:
+    """A script's runtime error: also ReadOnlyError / PermissionDenied for those codes, and
+    redis-py's class for the reply's code (NoScriptError, OutOfMemoryError...)."""
+    cls = redis_class_of_reply(text)
+    if issubclass(cls, rex.ReadOnlyError):
+        return ReadOnlyError(message, like=ScriptRuntimeError)
+    if issubclass(cls, rex.NoPermissionError):
+        return PermissionDenied(message, like=ScriptRuntimeError)
+    return ScriptRuntimeError(message, like=cls)
+
+
+_SITE = re.compile(r"\bredis\s*\.\s*(?:call|error_reply)\s*\(|\{\s*err\s*=")
+
+
+def _error_sites(script: LuaScript) -> str:
+    """``file:line`` of the one line an error without a line number can come from (a
+    redis.call or an error reply), or ``file`` and the candidate lines."""
+    lines = [
+        n
+        for n, text in enumerate(script.source.splitlines(), 1)
+        if _SITE.search(text.split("--")[0])
+    ]
+    if len(lines) == 1:
+        return script.file_line(lines[0])
+    where = script.path or script.name
+    if not lines:
+        return where
+    shown = ", ".join(script.file_line(n).rsplit(":", 1)[1] for n in lines[:8])
+    more = ", ..." if len(lines) > 8 else ""
+    return f"{where} (the server did not say the line: one of lines {shown}{more})"
 
 
 def script_result(script: LuaScript, reply: Any) -> Any:
@@ -317,12 +376,7 @@ class Plan:
             self.results = [Redirect(exec_reply.text)] * len(self.entries)  # (TRYAGAIN)
             return
         if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
-            errors = [q for q in queued if isinstance(q, ReplyError)]
-            detail = f" ({errors[0].text})" if errors else ""
-            err = ServerError(
-                f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
-            )
-            self.results = [err] * len(self.entries)
+            self.results = [_aborted(exec_reply, queued)] * len(self.entries)
             return
         if exec_reply is None:
             err = ServerError("transaction aborted by the server (EXEC returned nil)")
@@ -335,6 +389,17 @@ class Plan:
                 self.results[i] = script_result(entry.script, reply)
             else:
                 self.results[i] = _command_result(reply)
+
+
+def _aborted(exec_reply: ReplyError, queued: Sequence[Any]) -> LuapipeError:
+    """EXEC refused the transaction (nothing ran): the class is that of the first command
+    refused while queueing (BUSY -> BusyError, as redis-py raises that one), else
+    EXECABORT's."""
+    errors = [q for q in queued if isinstance(q, ReplyError)]
+    cause = translate(ResponseError(errors[0].text if errors else exec_reply.text))
+    detail = f" ({errors[0].text})" if errors else ""
+    message = f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
+    return type(cause)(message, status_code=getattr(cause, "status_code", None))
 
 
 def _command_result(reply: Any) -> Any:

@@ -28,12 +28,14 @@ import redis.asyncio
 import redis.cluster
 
 from luapipe.errors import (
+    CallArgumentError,
     ConnectionFailed,
     DuplicateScriptError,
     LuapipeError,
     ScriptError,
     ServerError,
     UnknownScriptError,
+    redis_class_of_reply,
 )
 from luapipe.scripts.compiler import compile_problems
 from luapipe.scripts.loader import scan
@@ -228,26 +230,27 @@ class ScriptRegistry:
                 flushed.append(s.address)
         return flushed
 
-    def kill(self, client: redis.Redis) -> list[str]:
+    @overload
+    def kill(self, client: AsyncClient) -> Coroutine[Any, Any, list[str]]: ...
+    @overload
+    def kill(self, client: SyncClient) -> list[str]: ...
+    def kill(self, client: Any) -> Any:
         """SCRIPT KILL the script running on each node; returns the nodes where one was killed.
 
         A script that has already written cannot be stopped (Redis answers UNKILLABLE):
         that is raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
+        With a ``redis.asyncio`` client this returns a coroutine.
         """
+        if is_async_client(client):
+            from luapipe.scripts.aio import kill_async
+
+            return kill_async(self, client)
         killed = []
         for _, node in cluster.all_nodes(client):
             with transport.session(node) as s:
                 (reply,) = s.execute([("SCRIPT", "KILL")])
-                if isinstance(reply, transport.ReplyError):
-                    if reply.text.startswith("NOTBUSY"):
-                        continue
-                    if reply.text.startswith("UNKILLABLE"):
-                        raise ServerError(
-                            f"UNKILLABLE: the script running on {s.address} has already written "
-                            "and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
-                        )
-                    transport.raise_for(reply)
-                killed.append(s.address)
+                if killed_by(reply, s.address):
+                    killed.append(s.address)
         return killed
 
     @overload
@@ -289,7 +292,10 @@ class ScriptRegistry:
             try:
                 return self._call_node(client, script, keys, args)
             except cluster.Redirect as exc:
-                raise ServerError(f"{exc}: this server is a cluster node; {CLUSTER_HINT}") from None
+                raise ServerError(
+                    f"{exc}: this server is a cluster node; {CLUSTER_HINT}",
+                    like=redis_class_of_reply(str(exc)),
+                ) from None
 
         def run(node: redis.Redis, asking: bool) -> Any:
             return self._call_node(node, script, keys, args, asking=asking)
@@ -379,8 +385,45 @@ def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
 
 
 def is_async_client(client: object) -> bool:
-    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too)."""
-    return isinstance(client, redis.asyncio.Redis | redis.asyncio.RedisCluster)
+    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too); False
+    for a sync one. Anything else (a URL string, a connection pool...) is a
+    :class:`CallArgumentError`: every public method that takes a client asks this first."""
+    if isinstance(client, redis.asyncio.Redis | redis.asyncio.RedisCluster):
+        return True
+    if isinstance(client, redis.Redis | redis.cluster.RedisCluster):
+        return False
+    shown = repr(client) if len(repr(client)) <= 60 else repr(client)[:57] + "..."
+    hint = "; make one with redis.Redis.from_url(url)" if isinstance(client, str) else ""
+    raise CallArgumentError(
+        "expected a redis-py client (redis.Redis, redis.cluster.RedisCluster or their "
+        f"redis.asyncio twins), got {type(client).__name__} {shown}{hint}"
+    )
+
+
+def require_sync(client: object, what: str) -> None:
+    """A :class:`CallArgumentError` unless ``client`` is a sync redis-py client (for the
+    functions that have no asyncio twin: deploy, verify)."""
+    if is_async_client(client):
+        raise CallArgumentError(
+            f"{what} needs a sync client (redis.Redis or redis.cluster.RedisCluster), got "
+            f"{type(client).__module__}.{type(client).__name__}"
+        )
+
+
+def killed_by(reply: Any, address: str) -> bool:
+    """Whether SCRIPT KILL's ``reply`` killed a script (False: none was running); an
+    UNKILLABLE or other error reply is raised."""
+    if not isinstance(reply, transport.ReplyError):
+        return True
+    if reply.text.startswith("NOTBUSY"):
+        return False
+    if reply.text.startswith("UNKILLABLE"):
+        raise ServerError(
+            f"UNKILLABLE: the script running on {address} has already written "
+            "and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
+        )
+    transport.raise_for(reply)
+    return False
 
 
 def _did_not_run(exc: Exception) -> str | None:

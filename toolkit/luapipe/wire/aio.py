@@ -25,7 +25,14 @@ import redis.asyncio
 import redis.exceptions as rex
 
 from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
-from luapipe.wire.sync import Command, ReplyError, address_of, full_error_text, with_asking
+from luapipe.wire.sync import (
+    Command,
+    ReplyError,
+    address_of,
+    full_error_text,
+    pack,
+    with_asking,
+)
 
 __all__ = ["AsyncSession", "acquire", "async_session", "open_connection"]
 
@@ -125,7 +132,7 @@ class AsyncSession:
                     f"outcome is unknown ({exc})"
                 ) from None
             raise
-        except _NET_ERRORS as exc:
+        except Exception as exc:  # an in-process fake runs the commands here: anything
             await self._lost()
             raise translate(exc, where=self.address, sent=True) from None
         except BaseException as exc:
@@ -156,14 +163,15 @@ class AsyncSession:
         conn = self.conn
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
+        packed = pack(conn.pack_command, *args)
         self.pending = True
         try:
-            await _write(conn, conn.pack_command(*args))
+            await _write(conn, packed)
             self.round_trips += 1
             reply = await conn.read_response()
         except rex.ResponseError as exc:
             reply = ReplyError(full_error_text(exc))
-        except _NET_ERRORS as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             await self._lost()
             raise translate(exc, where=self.address, sent=True) from None
         except BaseException as exc:
@@ -190,12 +198,12 @@ class AsyncSession:
         keep: list[int] | None = None
         if asking:
             cmds, keep = with_asking(cmds)
-        await self._send(self.conn.pack_commands([c.args for c in cmds]))
+        await self._send(pack(self.conn.pack_commands, [c.args for c in cmds]))
         replies: list[Any] = []
         try:
             for c in cmds:
                 replies.append(await self._read(c, parse))
-        except _NET_ERRORS as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             await self._lost()
             raise translate(exc, where=self.address, sent=True) from None
         except BaseException as exc:

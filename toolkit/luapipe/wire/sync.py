@@ -20,14 +20,20 @@ from __future__ import annotations
 import select
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 import redis.exceptions as rex
 
-from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    OutcomeUnknown,
+    redis_io_class,
+    translate,
+)
 
 __all__ = [
     "Command",
@@ -36,12 +42,14 @@ __all__ = [
     "address_of",
     "execute",
     "full_error_text",
+    "pack",
     "raise_for",
     "session",
     "with_asking",
 ]
 
 NOSCRIPT_TEXT = "NOSCRIPT No matching script"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,19 @@ def address_of(conn: Any) -> str:
     if host is not None:
         return f"{host}:{getattr(conn, 'port', '')}"
     return str(getattr(conn, "path", "") or "unknown")
+
+
+def pack(packer: Callable[..., T], *args: Any) -> T:
+    """``packer(*args)``: a value redis-py cannot encode (None, a bool, a dict...) is a
+    :class:`CallArgumentError` (also redis-py's ``DataError``); nothing was sent."""
+    try:
+        return packer(*args)
+    except rex.DataError as exc:
+        raise translate(exc) from None
+    except (TypeError, ValueError) as exc:  # hiredis's packer; a str the encoding refuses
+        raise CallArgumentError(
+            f"a key or argument cannot be sent ({exc}); nothing was sent", like=rex.DataError
+        ) from None
 
 
 def _as_command(cmd: Command | Sequence[Any]) -> Command:
@@ -213,23 +234,26 @@ class Session:
                 raise OutcomeUnknown(
                     f"connection to {self.address} was closed after {self.round_trips} round "
                     f"trip(s) of this operation: those ran, the rest was not sent, so the "
-                    f"outcome is unknown (a WATCH on it is lost too) ({exc})"
+                    f"outcome is unknown (a WATCH on it is lost too) ({exc})",
+                    like=redis_io_class(exc),
                 ) from None
             raise translate(exc, where=self.address, sent=False) from None
         try:
             conn.send_packed_command(packed, check_health=False)
-        except (rex.RedisError, OSError) as exc:
+        except Exception as exc:  # an in-process fake runs the commands here: anything
             self._lost()
             if self.round_trips:  # earlier round trips of this operation ran
                 raise OutcomeUnknown(
                     f"connection to {self.address} failed while sending round trip "
                     f"{self.round_trips + 1} of this operation: the earlier ones ran, so the "
-                    f"outcome is unknown; nothing was re-sent ({str(exc).strip()})"
+                    f"outcome is unknown; nothing was re-sent ({str(exc).strip()})",
+                    like=redis_io_class(exc),
                 ) from None
-            if all_or_nothing:
+            if all_or_nothing and isinstance(exc, rex.RedisError | OSError):
                 raise ConnectionFailed(
                     f"connection to {self.address} failed while sending; the request did not "
-                    f"arrive whole, so nothing ran ({str(exc).strip()})"
+                    f"arrive whole, so nothing ran ({str(exc).strip()})",
+                    like=redis_io_class(exc),
                 ) from None
             raise translate(exc, where=self.address, sent=True) from None
         self.round_trips += 1
@@ -241,12 +265,12 @@ class Session:
     def send_one(self, args: tuple[Any, ...]) -> Any:
         """Fast path for one raw command: its raw reply, or a :class:`ReplyError`."""
         conn = self.conn
-        self._send(conn.pack_command(*args), all_or_nothing=True)
+        self._send(pack(conn.pack_command, *args), all_or_nothing=True)
         try:
             return conn.read_response()
         except rex.ResponseError as exc:
             return ReplyError(full_error_text(exc))
-        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             self._lost()
             raise translate(exc, where=self.address, sent=True) from None
 
@@ -274,12 +298,12 @@ class Session:
         return self._write_read(cmds, parse, whole)
 
     def _write_read(self, cmds: list[Command], parse: bool, whole: bool) -> list[Any]:
-        self._send(self.conn.pack_commands([c.args for c in cmds]), all_or_nothing=whole)
+        self._send(pack(self.conn.pack_commands, [c.args for c in cmds]), all_or_nothing=whole)
         replies: list[Any] = []
         try:
             for c in cmds:
                 replies.append(self._read(c, parse))
-        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             self._lost()
             raise translate(exc, where=self.address, sent=True) from None
         return replies
