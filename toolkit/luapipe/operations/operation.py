@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
+from luapipe.operations.benchprofile import BenchProfile, write_flag
 from luapipe.operations.expr.check import Types
 from luapipe.operations.expr.parse import (
     Binary,
@@ -150,11 +151,21 @@ class Operation:
     returns: tuple[Expr, ...]
     returns_tuple: bool
     invariant: Invariant | None = None
+    #: the spec's ``[bench]`` table: how the benchmark draws state and arguments
+    bench: BenchProfile | None = None
 
     # -- analysis -----------------------------------------------------------------------
     @property
     def forms(self) -> tuple[str, ...]:
         return FORMS
+
+    @property
+    def wrote(self) -> str | None:
+        """How a reply tells that the call wrote (see :func:`~luapipe.operations.
+        benchprofile.write_flag`): declared in ``[bench]`` or inferred."""
+        if self.bench is not None and self.bench.wrote is not None:
+            return self.bench.wrote
+        return write_flag(self.writes, self.returns, self.returns_tuple)
 
     @property
     def read_only(self) -> bool:
