@@ -4,7 +4,9 @@ a forced lost update that must mark the record (also when a later slice is intac
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +50,17 @@ def _worker(latencies_ms: list[float], elapsed_s: float) -> WorkerResult:
     )
 
 
-def _cost(ok: bool = True, detail: str = "held") -> SliceCost:
-    return SliceCost(calls=0, usec=0, bystander=None, invariant_ok=ok, invariant_detail=detail)
+def _cost(ok: bool = True, detail: str = "held", broken: int = 0) -> SliceCost:
+    """A slice's server side: the invariant checked on 64 cases, ``broken`` of them broke."""
+    return SliceCost(
+        calls=0,
+        usec=0,
+        bystander=None,
+        invariant_ok=ok,
+        invariant_detail=detail,
+        broken=broken,
+        checked=64,
+    )
 
 
 def _record(totals: FormTotals) -> Any:
@@ -94,40 +105,49 @@ def test_percentiles_of_a_known_distribution() -> None:
 
 
 def test_two_workers_merge_into_known_percentiles_and_wall_time_throughput() -> None:
-    """Worker A: 1000 calls of 1 ms; worker B: 980 of 3 ms and 20 of 50 ms, both in the same
-    2-second window, twice (two slices). Merged (4000 calls): p50 1 ms, p90 and p99 3 ms,
-    max 50 ms, mean 2.47 ms; B alone would say p50 3 ms and p99 50 ms. Throughput is calls
-    over the wall time (2 slices x 2 s), not over the workers' summed seconds."""
+    """Two workers side by side in two rounds. Round 1 (2 s): A 1000 calls of 1 ms, B 980
+    of 3 ms and 20 of 50 ms; round 2 (4 s): A 1000 of 1 ms, B 1000 of 3 ms. Merged (4000
+    calls): p50 1 ms, p90 and p99 3 ms, max 50 ms, mean 2.235 ms; B alone would say p50
+    3 ms, round 2 alone max 3 ms. Throughput is calls over the wall time: 1000/s, then
+    500/s, 4000 / 6 s in all (not over the workers' summed seconds), and its interval is
+    the t interval of the two rounds."""
     totals = FormTotals()
-    for _ in range(2):
-        a = _worker([1.0] * 1000, 2.0)
-        b = _worker([3.0] * 980 + [50.0] * 20, 2.0)
+    for seconds, b_tail in ((2.0, [50.0] * 20), (4.0, [3.0] * 20)):
+        a = _worker([1.0] * 1000, seconds)
+        b = _worker([3.0] * 980 + b_tail, seconds)
         totals.add([a, b], _cost())
     rec = _record(totals)
     lat = rec.latency_ms
-    assert rec.ops == 4000 and rec.duration_s == pytest.approx(4.0)
-    assert rec.ops_per_sec == pytest.approx(1000.0)
+    assert rec.ops == 4000 and rec.duration_s == pytest.approx(6.0)
+    assert [r["ops_per_sec"] for r in rec.rounds] == pytest.approx([1000.0, 500.0])
+    assert rec.ops_per_sec == pytest.approx(4000 / 6)
+    half = 12.706 * statistics.stdev([1000.0, 500.0]) / math.sqrt(2)  # t(0.975, 1 df)
+    assert rec.ops_per_sec_interval == pytest.approx((0.0, 750.0 + half), rel=1e-3)
     assert lat["p50"] == pytest.approx(1.0, rel=HDR)
     assert lat["p90"] == pytest.approx(3.0, rel=HDR)
     assert lat["p99"] == pytest.approx(3.0, rel=HDR)
     assert lat["max"] == pytest.approx(50.0, rel=HDR)
-    assert lat["mean"] == pytest.approx(2.47, rel=HDR)
+    assert lat["mean"] == pytest.approx(2.235, rel=HDR)
     table, page = _page(rec)
-    assert _printed(table, "ping", "ops/s", "p50", "p99") == ["1,000", "1", "3"], table
+    assert _printed(table, "ping", "ops/s", "p50", "p99", "max") == ["667", "1", "3", "50"]
     cells = re.sub(r"<small>[^<]*</small>|\n", "", page)  # without the intervals under them
-    assert "<td>1,000</td><td>1</td><td>3</td><td>3</td>" in cells  # ops/s, p50, p90, p99
+    assert "<td>667</td><td>1</td><td>3</td><td>3</td>" in cells  # ops/s, p50, p90, p99
+    assert "<small>0-3,926</small>" in page  # the interval under ops/s
 
 
 def test_a_broken_slice_marks_the_record_even_when_later_slices_hold() -> None:
     totals = FormTotals()
-    totals.add([_worker([1.0] * 100, 1.0)], _cost(False, "stock went to -1"))
+    totals.add([_worker([1.0] * 100, 1.0)], _cost(False, "stock went to -1", broken=1))
     for _ in range(3):
         totals.add([_worker([1.0] * 100, 1.0)], _cost())
     rec = _record(totals)
     assert rec.invariant_ok is False
     assert "stock went to -1" in rec.invariant_detail
+    assert (rec.lost_updates, rec.invariant_cases) == (1, 4 * 64)
     table, page = _page(rec)
     assert "INVARIANT FAILED: ping naive: stock went to -1" in table
+    assert " FAIL 1/256 " in table  # the lost updates, in the cases checked over 4 rounds
+    assert "FAILED in 1 of 256 cases: stock went to -1" in page
     assert re.search(r">FAILED[^<]*: stock went to -1", page)
 
 
@@ -193,7 +213,10 @@ def test_a_forced_lost_update_marks_the_record_and_the_report(url: str) -> None:
     assert work.slices == {"naive": 4, "script": 4}  # warm-up + 3 rounds each
     assert by_form["naive"].invariant_ok is False
     assert "invariant broken in 1 of" in by_form["naive"].invariant_detail
+    naive = by_form["naive"]
+    assert naive.lost_updates == 1 and naive.invariant_cases >= 3  # one case, in one round
     assert by_form["script"].invariant_ok is True
     table, page = _page(*result.records)
     assert "INVARIANT FAILED: reserve_stock naive: invariant broken in 1 of" in table
+    assert f" FAIL 1/{naive.invariant_cases} " in table
     assert re.search(r">FAILED[^<]*: invariant broken in 1 of", page)
