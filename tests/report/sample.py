@@ -1,7 +1,7 @@
-"""A results dict shaped like a real run, with everything the page must fit: five forms with
-their model lines (ten legend entries), three RTTs, two client counts, intervals, a tie, a
-non-atomic form that lost updates, an error sample with a long unbroken URL, a long
-operation name, and the open loop's raw percentiles."""
+"""A results dict shaped like a real run, with everything the page must fit: three operations
+(as the demo has), five forms with their model lines (ten legend entries), three RTTs, two
+client counts, intervals, ties, a non-atomic form that lost updates, an error sample with a
+long unbroken URL, a long operation name, and the open loop's raw percentiles."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def _recommendation(op: str, rtt: float, clients: int, *, rcw: bool) -> dict[str
 
 
 def sample_result() -> dict[str, Any]:
-    ops = (("update_token", False), (LONG_OP, True))
+    ops = (("update_token", False), (LONG_OP, True), ("rate_limit", True))
     records = [
         _record(op, f, rtt, c, rcw=rcw)
         for op, rcw in ops

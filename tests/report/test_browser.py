@@ -126,7 +126,7 @@ def test_report_fits_desktop_and_phone(
     assert got["wide"] == []  # nothing but a scrolling box is wider than the page
     assert got["texts"] > 100 and got["clipped"] == []  # legends and axes inside their box
     assert got["scrolling"] >= 1  # the wide tables scroll inside their own box
-    assert [c["op"] for c in got["cards"]] == ["update_token", LONG_OP]
+    assert [c["op"] for c in got["cards"]] == ["update_token", LONG_OP, "rate_limit"]
     if device == "desktop":  # every operation's verdict and its first point on the first screen
         assert all(c["head"] and c["first"] for c in got["cards"]), got["cards"]
         assert got["smallest"] >= 12

@@ -212,6 +212,8 @@ def test_the_verdict_comes_first_with_the_choice_the_winner_or_tie_and_the_reaso
     assert "1 round trip per call instead of 2" in top  # the one main reason
     assert "pipelined: 1.1x the winner&#39;s throughput, no lost update seen in 64 cases" in top
     assert "pipelined would be 1.1x the throughput of script, but lost 12 updates" in top
+    assert "<summary>pipelined lost updates in 12 of 64 cases</summary>" in top
+    assert "<summary>non-atomic pipelined: no lost update seen here</summary>" in top
     assert "tie within ±300%" in top  # a busy machine's wide tie, as given
     assert "clears ±5%" in page
 

@@ -28,8 +28,10 @@ WHY = {
 class NonAtomic:
     """What a non-atomic form would gain, and what it lost, in one line."""
 
+    form: str
     text: str  # "pipelined: 1.1x the winner's throughput, lost updates in 12 of 64 cases"
     lost: bool
+    lost_text: str = ""  # "pipelined lost updates in 12 of 64 cases" when it lost any
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,19 @@ class Point:
     interval: str  # "95%: 1.7-2.1x" or ""
     reason: str  # the one main reason
     non_atomic: tuple[NonAtomic, ...]
+
+    @property
+    def non_atomic_summary(self) -> str:
+        """The non-atomic forms in one line: what they lost, or that nothing was seen."""
+        lost = [n.lost_text for n in self.non_atomic if n.lost]
+        if lost:
+            return "; ".join(lost)
+        forms = ", ".join(n.form for n in self.non_atomic)
+        return f"non-atomic {forms}: no lost update seen here" if forms else ""
+
+    @property
+    def non_atomic_lost(self) -> bool:
+        return any(n.lost for n in self.non_atomic)
 
 
 @dataclass(frozen=True)
@@ -84,20 +99,23 @@ def _non_atomic(rec: dict[str, Any]) -> tuple[NonAtomic, ...]:
     out = []
     what = "p50 speed" if rec.get("metric") == "p50_ms" else "throughput"
     for n in rec.get("non_atomic") or ():
-        lost = int(n.get("lost_updates") or 0)
+        form = str(n["form"])
+        lost, cases = int(n.get("lost_updates") or 0), n.get("invariant_cases")
         broke = bool(lost) or n.get("invariant_ok") is False
+        of = f" of {cases}" if cases else ""
+        lost_text = f"{form} lost updates in {lost}{of} cases" if lost else ""
+        if broke and not lost:
+            lost_text = f"{form} broke the invariant"
         if n.get("text"):  # the verdict's own sentence
-            out.append(NonAtomic(str(n["text"]), broke))
+            out.append(NonAtomic(form, str(n["text"]), broke, lost_text))
             continue
         ratio = n.get("ratio")
         gain = f"{_x(float(ratio))} the winner's {what}" if ratio is not None else "not timed"
-        cases = n.get("invariant_cases")
         if broke:
-            loss = f"lost updates in {lost}{f' of {cases}' if cases else ''} cases"
-            loss = loss if lost else "broke the invariant"
+            loss = f"lost updates in {lost}{of} cases" if lost else "broke the invariant"
         else:
             loss = f"no lost update seen{f' in {cases} cases' if cases else ''}"
-        out.append(NonAtomic(f"{n['form']}: {gain}, {loss}", broke))
+        out.append(NonAtomic(form, f"{form}: {gain}, {loss}", broke, lost_text))
     return tuple(out)
 
 
