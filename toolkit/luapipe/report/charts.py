@@ -93,9 +93,13 @@ def line_chart(
 ) -> str:
     """A captioned SVG line chart with categorical x positions; ``None`` leaves a gap."""
     vals = [v for s in series for v in s.values if _plottable(v, log_y)]
-    vals += [b for s in series for iv in s.intervals if iv for b in iv if _plottable(b, log_y)]
     if not vals or not x_labels:
         return f'<p class="nodata">{escape(title)}: no data</p>'
+    bounds = [b for s in series for iv in s.intervals if iv for b in iv if _plottable(b, log_y)]
+    if log_y:  # an interval reaching towards 0 would squash the data: cut it at a tenth
+        floor = min(vals) / 10
+        bounds = [max(b, floor) for b in bounds]
+    vals += bounds
     lo, hi = (min(vals), max(vals)) if log_y else (0.0, max(vals) * 1.08 or 1.0)
     ticks = _ticks(lo, hi, log_y)
     lo, hi = (ticks[0], ticks[-1]) if log_y else (lo, ticks[-1])
@@ -152,9 +156,10 @@ def line_chart(
             )
         for i in range(n):
             iv = s.interval(i)
-            if iv is None or not (_plottable(iv[0], log_y) and _plottable(iv[1], log_y)):
+            if iv is None or not _plottable(iv[1], log_y):
                 continue
-            bx, y1, y2 = x(i) + dx, y(iv[0]), y(iv[1])
+            low = iv[0] if _plottable(iv[0], log_y) else lo  # 0 on a log axis: to the bottom
+            bx, y1, y2 = x(i) + dx, y(low), y(iv[1])
             out.append(
                 f'<path d="M{bx:.1f},{y1:.1f}V{y2:.1f}M{bx - 4:.1f},{y1:.1f}h8'
                 f'M{bx - 4:.1f},{y2:.1f}h8" stroke="{color}" stroke-width="1.5" fill="none">'
