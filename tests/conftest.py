@@ -19,6 +19,7 @@ from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 
+from .drivers import AsyncDriver, Driver, SyncDriver
 from .helpers import emptied_cluster_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +120,15 @@ def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
 @pytest.fixture
 def scripts_dir() -> Path:
     return SCRIPTS_DIR
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+    """Runs the test body with sync clients, then with ``redis.asyncio`` ones (see
+    tests/drivers.py): behaviour that exists in both flavours is pinned once, so a drift
+    between them fails a test."""
+    d: Driver = SyncDriver() if request.param == "sync" else AsyncDriver()
+    try:
+        yield d
+    finally:
+        d.close_all()

@@ -26,7 +26,7 @@ import redis
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
-from luapipe.errors import CallArgumentError, LuapipeError
+from luapipe.errors import CallArgumentError, LuapipeError, ServerError, redis_class_of_reply
 from luapipe.scripts.protocol import (
     Plan,
     ScriptCall,
@@ -35,7 +35,7 @@ from luapipe.scripts.protocol import (
     check_loaded,
     script_error,
 )
-from luapipe.scripts.registry import NodeStatus, ScriptState, killed_by
+from luapipe.scripts.registry import CLUSTER_HINT, NodeStatus, ScriptState, killed_by
 from luapipe.scripts.script import Value
 from luapipe.wire.aio import AsyncSession, acquire, async_session
 from luapipe.wire.sync import ReplyError, raise_for
@@ -184,18 +184,24 @@ async def call_async(
             return await cluster_call(registry, client, call)
         require_async_client(client, "call_async", "reg.call(client, ...)")
         _POOLED.add(client.__class__)
-    if client.single_connection_client:
-        async with async_session(client) as s:
-            return await call_on(registry, s, call)
-    # The hot path, flattened (no context manager): same steps as async_session.
-    pool = client.connection_pool
-    conn = await acquire(pool)
-    s = AsyncSession(client, conn)
     try:
-        return await call_on(registry, s, call)
-    finally:
-        await s.close_if_dirty()
-        await pool.release(conn)
+        if client.single_connection_client:
+            async with async_session(client) as s:
+                return await call_on(registry, s, call)
+        # The hot path, flattened (no context manager): same steps as async_session.
+        pool = client.connection_pool
+        conn = await acquire(pool)
+        s = AsyncSession(client, conn)
+        try:
+            return await call_on(registry, s, call)
+        finally:
+            await s.close_if_dirty()
+            await pool.release(conn)
+    except Moved as exc:  # a plain client at a cluster node: as the sync reg.call says it
+        raise ServerError(
+            f"{exc}: this server is a cluster node; {CLUSTER_HINT}",
+            like=redis_class_of_reply(str(exc)),
+        ) from None
 
 
 # -- load / status / flush ----------------------------------------------------------------

@@ -24,6 +24,7 @@ from redis.commands.core import AsyncCoreCommands
 
 from luapipe.errors import CallArgumentError
 from luapipe.scripts.aio import require_async_client, run_plan
+from luapipe.scripts.pipeline import redirects_refused
 from luapipe.scripts.protocol import EntryQueue, Plan, exec_item, raise_first
 from luapipe.wire.aio import async_session
 
@@ -59,7 +60,7 @@ class AsyncScriptPipeline(EntryQueue, AsyncCoreCommands):  # type: ignore[misc]
                 await run_plan(plan, s)
                 self.last_round_trips = s.round_trips
                 self.last_reloads = plan.reloads
-            results = plan.results
+            results = redirects_refused(plan.results)
         if self.transaction:
             results = [
                 await _awaited(exec_item(self.client, e, r))

@@ -38,7 +38,21 @@ from luapipe.wire import sync as transport
 if TYPE_CHECKING:
     from luapipe.scripts.registry import ScriptRegistry
 
-__all__ = ["ScriptPipeline"]
+__all__ = ["ScriptPipeline", "redirects_refused"]
+
+
+def redirects_refused(results: list[Any]) -> list[Any]:
+    """Results of a plain (non-cluster) client: a redirect means it talks to a cluster node,
+    which only a cluster client can follow; the entry did not run. Sync and asyncio alike."""
+    return [
+        ServerError(
+            f"{r}: this server is a cluster node; {CLUSTER_HINT}",
+            like=redis_class_of_reply(str(r)),
+        )
+        if isinstance(r, Redirect)
+        else r
+        for r in results
+    ]
 
 
 class ScriptPipeline(EntryQueue, CoreCommands):
@@ -62,16 +76,7 @@ class ScriptPipeline(EntryQueue, CoreCommands):
         if cluster.is_cluster(self.client):
             results = self._execute_cluster(entries)
         else:
-            results = self._execute_node(self.client, entries)
-            results = [
-                ServerError(
-                    f"{r}: this server is a cluster node; {CLUSTER_HINT}",
-                    like=redis_class_of_reply(str(r)),
-                )
-                if isinstance(r, Redirect)
-                else r
-                for r in results
-            ]
+            results = redirects_refused(self._execute_node(self.client, entries))
         if raise_on_error:
             raise_first(results)
         return results

@@ -44,6 +44,7 @@ __all__ = [
     "full_error_text",
     "pack",
     "raise_for",
+    "runs_only_if_whole",
     "session",
     "with_asking",
 ]
@@ -132,6 +133,15 @@ def _harmless(cmd: Command) -> bool:
     if cmd.name == "ASKING":
         return True
     return cmd.name == "SCRIPT" and len(cmd.args) > 1 and _word(cmd.args[1]) == "LOAD"
+
+
+def runs_only_if_whole(cmds: Sequence[Command]) -> bool:
+    """Whether ``cmds`` run only if their write arrives whole: one command, MULTI ... EXEC,
+    or commands that change nothing alone (SCRIPT LOAD, ASKING) before the last one. A write
+    of such a batch that failed halfway (the rest never sent) proves that nothing ran."""
+    return (cmds[0].name == "MULTI" and cmds[-1].name == "EXEC") or all(
+        _harmless(c) for c in cmds[:-1]
+    )
 
 
 def _word(arg: Any) -> str:
@@ -288,9 +298,7 @@ class Session:
         cmds = [_as_command(c) for c in commands]
         if not cmds:
             return []
-        whole = (cmds[0].name == "MULTI" and cmds[-1].name == "EXEC") or all(
-            _harmless(c) for c in cmds[:-1]
-        )
+        whole = runs_only_if_whole(cmds)
         if asking:
             cmds, keep = with_asking(cmds)
             replies = self._write_read(cmds, parse, whole)
