@@ -5,11 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo deps venv lint typecheck pytest clean
+.PHONY: test demo generate deps server-deps venv lint typecheck pytest clean
 
 ## System packages: redis-server and redis-cli, and luacheck (Debian lua-check) for
 ## `scripts lint`, installed if missing.
-deps:
+server-deps:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
 	    || ! command -v luacheck >/dev/null; then \
 	  if command -v apt-get >/dev/null; then \
@@ -18,6 +18,19 @@ deps:
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools lua-check; \
 	  else \
 	    echo "error: install Redis 7 (redis-server, redis-cli) and luacheck first" >&2; exit 1; \
+	  fi; \
+	fi
+
+## Everything the checks need: the server packages, and Debian's chromium, in which a test
+## lays out the HTML report at 1280 px and 390 px (driven by playwright, never its own browser).
+deps: server-deps
+	@if ! command -v chromium >/dev/null; then \
+	  if command -v apt-get >/dev/null; then \
+	    echo "installing chromium with apt-get"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "error: chromium not found; install it (the report's layout test runs in it)" >&2; exit 1; \
 	  fi; \
 	fi
 
@@ -42,8 +55,14 @@ pytest: deps venv
 
 test: deps venv lint typecheck pytest
 
-demo: deps venv
+demo: server-deps venv
 	$(BIN)/luapipe demo
+
+## The catalogue's checked-in generated files: each spec's Lua into scripts_lua/ (the registry
+## loads it like any script) and its Python module into examples/operations/generated/.
+generate: venv
+	$(BIN)/luapipe generate examples/operations/*.toml --out scripts_lua \
+	  --py-out examples/operations/generated
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+import contextlib
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 import redis.asyncio.cluster as acluster
 import redis.cluster
 
 from luapipe.scripts.script import LuaScript
+from luapipe.wire import sync as transport
 
 if TYPE_CHECKING:
     from luapipe.bench.cluster import EmbeddedCluster
@@ -67,3 +69,22 @@ def emptied_cluster_client(cluster: EmbeddedCluster) -> redis.cluster.RedisClust
     for node in client.get_primaries():  # functions replicate (a replica refuses FLUSH)
         client.get_redis_connection(node).function_flush()
     return client
+
+
+def interleaved(client: redis.Redis, calls: Sequence[Generator[Any, Any, Any]]) -> list[Any]:
+    """Run each call's I/O-free steps on its own connection, one round trip of every call in
+    turn (A's first, B's first, A's second, ...): the interleaving a race needs, every run,
+    instead of hoping that threads meet. Returns each call's result."""
+    results: list[Any] = [None] * len(calls)
+    with contextlib.ExitStack() as stack:
+        sessions = [stack.enter_context(transport.session(client)) for _ in calls]
+        pending = {i: next(steps) for i, steps in enumerate(calls)}
+        while pending:
+            for i in list(pending):
+                replies = sessions[i].execute(pending[i])
+                try:
+                    pending[i] = calls[i].send(replies)
+                except StopIteration as done:
+                    results[i] = done.value
+                    del pending[i]
+    return results

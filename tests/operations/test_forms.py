@@ -16,12 +16,13 @@ from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.server import ServerProcess
 from luapipe.errors import CallArgumentError, LuapipeError
 from luapipe.operations import clientforms
-from luapipe.operations.forms import TransactionAborted
+from luapipe.operations.forms import TransactionAborted, bind, plan_of
 from luapipe.operations.operation import Operation
 from luapipe.operations.spec import load_operation
 from luapipe.operations.verify import verify
 
 from ..conftest import EXAMPLES_DIR
+from ..helpers import interleaved
 
 OPS = {p.stem: load_operation(p) for p in sorted((EXAMPLES_DIR / "operations").glob("*.toml"))}
 
@@ -212,14 +213,34 @@ def test_atomic_forms_never_oversell(
         assert _reserve_round(redis_server.url, r, form) == (20, 0)
 
 
+def _steps(op: Operation, form: str, keys: dict[str, Any], args: dict[str, Any]) -> Any:
+    """The I/O-free steps of one call (the transaction form: one WATCH attempt)."""
+    plan = plan_of(op)
+    env = bind(plan, keys, args)
+    if form == "transaction":
+        return clientforms.transaction_steps(plan, env)
+    return clientforms.STEPS[form](plan, env)
+
+
 @pytest.mark.parametrize("form", ["naive", "pipelined"])
-def test_non_atomic_forms_oversell(form: str, r: redis.Redis, redis_server: ServerProcess) -> None:
-    for _ in range(40):
-        sold, left = _reserve_round(redis_server.url, r, form)
-        assert sold - 20 == -left  # every sale decremented; the check is what races
-        if left < 0:
-            return  # two clients both saw the last unit: stock went below zero
-    pytest.fail(f"{form}: 40 rounds of 6 racing clients never oversold")
+def test_non_atomic_forms_oversell(form: str, r: redis.Redis) -> None:
+    """Two clients reserve the last unit, their round trips interleaved: both read 1 before
+    either writes, so both sell it. The same interleaving every run, not a hope that threads
+    meet."""
+    r.set("stock", 1)
+    calls = [_steps(OPS["reserve_stock"], form, {"stock": "stock"}, {"qty": 1}) for _ in "ab"]
+    assert interleaved(r, calls) == [[1, 0], [1, 0]]  # both "reserved, 0 left"
+    assert r.get("stock") == b"-1"  # two units sold out of one
+
+
+def test_the_same_interleaving_aborts_the_second_transaction(r: redis.Redis) -> None:
+    """WATCH turns the race above into a retry: the second EXEC is refused, nothing written
+    (its retry would then see 0 left)."""
+    r.set("stock", 1)
+    keys, args = {"stock": "stock"}, {"qty": 1}
+    calls = [_steps(OPS["reserve_stock"], "transaction", keys, args) for _ in "ab"]
+    assert interleaved(r, calls) == [(True, [1, 0]), (False, None)]
+    assert r.get("stock") == b"0"
 
 
 def _transfer_round(url: str, r: redis.Redis, form: str, amount: int = 0) -> tuple[int, int]:
@@ -252,13 +273,15 @@ def test_atomic_transfer_keeps_total_and_never_overdraws(
     )
 
 
-def test_naive_transfer_overdraws(r: redis.Redis, redis_server: ServerProcess) -> None:
-    for _ in range(100):
-        a, b = _transfer_round(redis_server.url, r, "naive", amount=10)
-        assert a + b == 20  # DECRBY/INCRBY are increments: the total survives...
-        if a < 0 or b < 0:
-            return  # ...but the "covered" check raced: a balance went below zero
-    pytest.fail("100 rounds of racing naive transfers never overdrew")
+@pytest.mark.parametrize("form", ["naive", "pipelined"])
+def test_non_atomic_transfers_overdraw(form: str, r: redis.Redis) -> None:
+    """Two transfers of the whole balance, round trips interleaved: both see it covered."""
+    r.mset({"acct:a": 10, "acct:b": 10})
+    keys, args = {"src": "acct:a", "dst": "acct:b"}, {"amount": 10}
+    calls = [_steps(OPS["transfer"], form, keys, args) for _ in "ab"]
+    assert interleaved(r, calls) == [[1, 0], [1, 0]]
+    a, b = int(r.get("acct:a") or 0), int(r.get("acct:b") or 0)
+    assert (a, b) == (-10, 30)  # the total survives (increments), the "covered" check raced
 
 
 def test_invariant_hook(r: redis.Redis) -> None:

@@ -64,8 +64,8 @@ def test_checked_in_generated_files_are_up_to_date() -> None:
         op = load_operation(spec)
         lua = SCRIPTS_DIR / f"op_{op.name}.lua"
         py = OPS / "generated" / f"op_{op.name}.py"
-        assert lua.read_text(encoding="utf-8") == op.lua_source, f"run: luapipe generate {spec}"
-        assert py.read_text(encoding="utf-8") == op.python_source, f"run: luapipe generate {spec}"
+        assert lua.read_text(encoding="utf-8") == op.lua_source, "run: make generate"
+        assert py.read_text(encoding="utf-8") == op.python_source, "run: make generate"
 
 
 def test_registry_loads_generated_scripts_with_their_headers() -> None:

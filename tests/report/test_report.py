@@ -190,3 +190,73 @@ def test_table_names_the_batch_when_calls_carry_several_operations() -> None:
     assert header.split()[6] == "batch"
     assert one.split()[5] == "1" and fifty.split()[5] == "50"
     assert "a call of batch N runs N operations" in text
+
+
+# -- the page a reviewer reads --------------------------------------------------------------
+
+
+def _verdict_part(page: str) -> str:
+    return page[page.index('id="verdict"') : page.index("How to read the figures")]
+
+
+def test_the_verdict_comes_first_with_the_choice_the_winner_or_tie_and_the_reason() -> None:
+    from .sample import LONG_OP, sample_result
+
+    page = render_html(sample_result())
+    top = _verdict_part(page)
+    assert page.index('id="verdict"') < page.index('id="errors"') < page.index('id="op-1"')
+    assert "The choice: <b>pipelined vs script vs function</b>" in top
+    assert f"<h3>{LONG_OP}</h3>" in top and "<b>transaction vs script vs function</b>" in top
+    assert "1.93x the throughput of transaction" in top and "(95%: 1.81-2.05x)" in top
+    assert "tie within ±3.1%; tie-break: fewer moving parts" in top
+    assert "1 round trip per call instead of 2" in top  # the one main reason
+    assert "pipelined: 1.1x the winner&#39;s throughput, no lost update seen in 64 cases" in top
+    assert "pipelined would be 1.1x the throughput of script, but lost 12 updates" in top
+    assert "<summary>pipelined lost updates in 12 of 64 cases</summary>" in top
+    assert "<summary>non-atomic pipelined: no lost update seen here</summary>" in top
+    assert "tie within ±300%" in top  # a busy machine's wide tie, as given
+    assert "clears ±5%" in page
+
+
+def test_throughput_charts_draw_the_interval_of_each_point() -> None:
+    from .sample import sample_result
+
+    page = render_html(sample_result())
+    # 2 operations x 3 RTTs x 5 forms, each with a bar at 1 and at 4 clients
+    bars = page.count(" to ")  # each bar's tooltip: "<form>: <lo> to <hi>"
+    assert bars >= 2 * 3 * 5 * 2
+    assert "bars: 95% interval over rounds" in page
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+
+
+def test_figures_tables_show_write_share_lost_updates_and_raw_percentiles() -> None:
+    from .sample import sample_result
+
+    page = render_html(sample_result())
+    assert "71% (declared 90%)" in page and "93%" in page  # naive's share is off: shown
+    assert "FAILED in 12 of 64 cases: invariant broken in 12 of 64 cases" in page
+    assert "<th>p50 raw</th><th>p99 raw</th>" in page  # the open loop's uncorrected ones
+    assert "<b>Bench profile</b> (declared by the spec)" in page and "1000 to 5000" in page
+    assert "A shop with stock to spare" in page and "<th>cpu wait us/op</th>" in page
+
+
+def test_a_results_file_without_intervals_or_ties_still_reads() -> None:
+    data = result(
+        record(read_compute_write=True, form="naive"),
+        record(read_compute_write=True, form="script", ops_per_sec=900.0),
+    )
+    data["recommendations"] = [
+        {
+            "operation": "op",
+            "rtt_ms": 0.25,
+            "clients": 1,
+            "form": "script",
+            "text": "op at 0.25 ms RTT with 1 client: use script: 1.8x ...",
+            "reasons": ["1.8x the throughput of one call at a time", "atomic"],
+        }
+    ]
+    top = _verdict_part(render_html(data))
+    assert "The choice: <b>script</b>: its writes depend on its reads" in top
+    assert '<span class="form">script</span>' in top
+    assert "1.8x the throughput of one call at a time" in top  # its first reason
+    assert "95%" not in top and "bars:" not in render_html(data)

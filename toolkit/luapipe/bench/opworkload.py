@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import RawArray
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -43,6 +42,7 @@ from luapipe.bench.workloads import (
 )
 from luapipe.errors import LuapipeError
 from luapipe.operations.benchprofile import BenchDraw
+from luapipe.operations.catalogue import catalogue_dir, catalogue_names, spec_path
 from luapipe.operations.clusterforms import invariant_of, run_op
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
@@ -51,14 +51,6 @@ from luapipe.wire.routing import is_cluster
 __all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads"]
 
 BUILTINS = ("ping", "update_token")
-
-
-def catalogue_dir() -> Path:
-    """The built-in catalogue: ``luapipe/catalogue`` in an installed wheel, else
-    ``examples/operations`` of this checkout."""
-    package = Path(__file__).resolve().parents[1]
-    installed = package / "catalogue"
-    return installed if installed.is_dir() else package.parents[1] / "examples" / "operations"
 
 
 #: pre-set copies of a case renewed on refusal ("refused"), at most, over all cases
@@ -262,14 +254,12 @@ def resolve_workloads(
         elif name == "update_token":
             out.append(UpdateTokenWorkload(contention=contention, batch=batch))
         else:
-            path = Path(name)
-            if not path.exists():
-                path = catalogue_dir() / f"{name}.toml"
-            if not path.exists():
-                known = sorted(p.stem for p in catalogue_dir().glob("*.toml"))
+            path = spec_path(name)
+            if path is None:
+                known = ", ".join(catalogue_names())
                 raise LuapipeError(
                     f"unknown operation {name!r}: not a file, not built in "
-                    f"({', '.join(BUILTINS)}), not in the catalogue ({', '.join(known)})"
+                    f"({', '.join(BUILTINS)}), not in the catalogue ({known})"
                 )
             from luapipe.operations.spec import load_operation
 

@@ -77,19 +77,69 @@ def _contention(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
-def _progress_line(p: Any) -> None:
-    """A live bar on a terminal; in a log (CI, a file) a plain line every tenth of the run."""
-    if not sys.stderr.isatty():
-        step = max(1, p.total // 10)
-        if p.done % step == 0 or p.done >= p.total:
-            click.echo(f"progress {p.done}/{p.total}: {p.label}", err=True)
-        return
-    width = 24
-    filled = int(width * p.done / max(p.total, 1))
-    bar = "#" * filled + "." * (width - filled)
-    click.echo(f"\r[{bar}] {p.done}/{p.total} {p.label[:60]:<60}", nl=False, err=True)
-    if p.done >= p.total:
-        click.echo("", err=True)
+#: in a log, a step that ends this long after the last printed line is printed too
+LOG_EVERY_S = 3.0
+
+
+def _progress() -> Callable[[Any], None]:
+    """A live bar on a terminal; in a log (CI, a file) a plain line at each tenth of the run,
+    and for any step that ends more than :data:`LOG_EVERY_S` after the last line printed."""
+    import time
+
+    last = [float("-inf")]
+
+    def line(p: Any) -> None:
+        if not sys.stderr.isatty():
+            step = max(1, p.total // 10)
+            now = time.monotonic()
+            if p.done % step == 0 or p.done >= p.total or now - last[0] >= LOG_EVERY_S:
+                click.echo(f"progress {p.done}/{p.total}: {p.label}", err=True)
+                last[0] = now
+            return
+        width = 24
+        filled = int(width * p.done / max(p.total, 1))
+        bar = "#" * filled + "." * (width - filled)
+        click.echo(f"\r[{bar}] {p.done}/{p.total} {p.label[:60]:<60}", nl=False, err=True)
+        if p.done >= p.total:
+            click.echo("", err=True)
+
+    return line
+
+
+def _writable(*paths: str | None) -> None:
+    """Each output file can be written: its directory exists (made now) and is writable."""
+    import os
+    from pathlib import Path
+
+    from luapipe.errors import LuapipeError
+
+    for path in paths:
+        if path:
+            parent = Path(path).parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LuapipeError(f"{path}: cannot write it ({exc.strerror or exc})") from None
+            if not os.access(parent, os.W_OK):
+                raise LuapipeError(f"{path}: cannot write it ({parent} is not writable)")
+
+
+#: bench options that --anchors does not take (it runs its own fixed figures)
+NOT_WITH_ANCHORS = ("rtts", "counts", "warmup", "rounds", "contention", "batch", "rate", "seed")
+
+
+def _anchors_alone(ctx: click.Context, specs: tuple[str, ...]) -> None:
+    """--anchors reproduces fixed figures: operation names or their options are a mistake."""
+    if specs:
+        raise click.UsageError(f"--anchors runs its own figures: drop {' '.join(specs)}")
+    given = [
+        f"--{(p.opts[0] if p.opts else p.name or '').lstrip('-')}"
+        for p in ctx.command.params
+        if p.name in NOT_WITH_ANCHORS
+        and ctx.get_parameter_source(p.name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(f"--anchors runs its own figures: {', '.join(given)} do not apply")
 
 
 def _finish(
@@ -210,29 +260,36 @@ def bench(
     from luapipe.bench.opworkload import resolve_workloads
     from luapipe.bench.runner import BenchConfig, run_bench
 
-    with common.bench_server(url) as target:
-        if anchors:
-            from luapipe.bench.anchors import run_anchors
+    _writable(json_path, csv_path, html_path)  # before a run that may take minutes
+    ctx = click.get_current_context()
+    if anchors:
+        _anchors_alone(ctx, specs)
+        from luapipe.bench.anchors import DURATION_S, run_anchors
 
-            rep = run_anchors(target, progress=_progress_line)
-            click.echo("\n".join(rep.lines()))
-            _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
-            return
-        workloads = resolve_workloads(
-            list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
-        )
-        config = BenchConfig(
-            rtts_ms=rtts,
-            clients=counts,
-            duration_s=duration,
-            warmup_s=warmup,
-            rounds=rounds,
-            rate=rate,
-            bystander=not no_bystander,
-            seed=seed,
-        )
-        result = run_bench(target, workloads, config, progress=_progress_line)
-        _finish(result, json_path, csv_path, html_path)
+        given = ctx.get_parameter_source("duration") is click.core.ParameterSource.COMMANDLINE
+        with common.bench_server(url) as target:
+            rep = run_anchors(
+                target, duration_s=duration if given else DURATION_S, progress=_progress()
+            )
+        click.echo("\n".join(rep.lines()))
+        _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
+        return
+    workloads = resolve_workloads(  # every name and spec checked before a server starts
+        list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
+    )
+    config = BenchConfig(
+        rtts_ms=rtts,
+        clients=counts,
+        duration_s=duration,
+        warmup_s=warmup,
+        rounds=rounds,
+        rate=rate,
+        bystander=not no_bystander,
+        seed=seed,
+    )
+    with common.bench_server(url) as target:
+        result = run_bench(target, workloads, config, progress=_progress())
+    _finish(result, json_path, csv_path, html_path)
 
 
 @click.command()
@@ -284,7 +341,7 @@ def demo(url: str | None, out: str, duration: float) -> None:
     Path(out).mkdir(parents=True, exist_ok=True)
     with common.bench_server(url) as target:
         click.echo(f"benchmarking {', '.join(names)} at RTT 0, 0.25 and 1 ms", err=True)
-        result = run_bench(target, workloads, config, progress=_progress_line)
+        result = run_bench(target, workloads, config, progress=_progress())
         _finish(
             result,
             str(Path(out) / "results.json"),

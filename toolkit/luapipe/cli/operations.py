@@ -16,19 +16,18 @@ __all__ = ["COMMANDS"]
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option(
     "--out",
-    default="scripts_lua",
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False),
-    help="Where op_<name>.lua goes (a scripts directory the registry loads).",
+    help="Where op_<name>.lua and op_<name>.py go [default: next to each spec]; a scripts "
+    "directory (scripts_lua) makes the registry load the script.",
 )
 @click.option(
     "--py-out",
-    default="examples/operations/generated",
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False),
-    help="Where the Python module op_<name>.py goes.",
+    help="Where the Python module op_<name>.py goes instead [default: as --out].",
 )
-def generate(specs: tuple[str, ...], out: str, py_out: str) -> None:
+def generate(specs: tuple[str, ...], out: str | None, py_out: str | None) -> None:
     """Generate every form of each operation SPEC (Lua script, Function, Python module)."""
     from luapipe.operations.generate import generate_files
 
@@ -38,7 +37,7 @@ def generate(specs: tuple[str, ...], out: str, py_out: str) -> None:
 
 
 @click.command("verify")
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("specs", nargs=-1, required=True)
 @click.option(
     "--url",
     default=None,
@@ -48,13 +47,18 @@ def generate(specs: tuple[str, ...], out: str, py_out: str) -> None:
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=1, show_default=True, type=int)
 def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, seed: int) -> None:
-    """Prove the forms of each SPEC agree: same replies, same keyspace (exit 1 if not)."""
+    """Prove the forms of each SPEC|NAME agree: same replies, same keyspace (exit 1 if not).
+
+    A NAME is an operation of the built-in catalogue (e.g. reserve_stock), as for bench."""
     import contextlib
 
-    from luapipe.operations.verify import verify_files
+    from luapipe.operations.catalogue import spec_paths
+    from luapipe.operations.spec import load_operations
+    from luapipe.operations.verify import verify_operations
 
     if fake and url:
         raise click.UsageError("--url and --fake exclude each other")
+    ops = load_operations(spec_paths(specs))  # every spec checked before a server starts
     client: redis.Redis
     with contextlib.ExitStack() as stack:
         if fake:
@@ -66,7 +70,7 @@ def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, 
         else:
             server_url = stack.enter_context(common.bench_server(url))
             client = common.client(server_url)
-        reports = verify_files(specs, client, cases=cases, seed=seed)
+        reports = verify_operations(ops, client, cases=cases, seed=seed)
     for rep in reports:
         click.echo(rep.summary())
         if rep.mismatch is not None:

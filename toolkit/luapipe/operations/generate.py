@@ -249,11 +249,14 @@ class GeneratedFiles:
     changed: tuple[Path, ...]
 
 
-def write(op: Operation, out: str | Path, py_out: str | Path | None = None) -> GeneratedFiles:
-    """Write ``op_<name>.lua`` into ``out`` and ``op_<name>.py`` into ``py_out`` (default
-    ``out``); files whose content is unchanged are not touched."""
-    lua_path = Path(out) / f"op_{op.name}.lua"
-    py_path = Path(py_out if py_out is not None else out) / f"op_{op.name}.py"
+def write(
+    op: Operation, out: str | Path | None = None, py_out: str | Path | None = None
+) -> GeneratedFiles:
+    """Write ``op_<name>.lua`` into ``out`` (default: next to the spec) and ``op_<name>.py``
+    into ``py_out`` (default ``out``); files whose content is unchanged are not touched."""
+    lua_dir = Path(out) if out is not None else Path(op.path).parent
+    lua_path = lua_dir / f"op_{op.name}.lua"
+    py_path = Path(py_out if py_out is not None else lua_dir) / f"op_{op.name}.py"
     changed: list[Path] = []
     for path, text in ((lua_path, op.lua_source), (py_path, op.python_source)):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -264,9 +267,10 @@ def write(op: Operation, out: str | Path, py_out: str | Path | None = None) -> G
 
 
 def generate_files(
-    paths: Sequence[str | Path], out: str | Path, py_out: str | Path | None = None
+    paths: Sequence[str | Path], out: str | Path | None = None, py_out: str | Path | None = None
 ) -> list[GeneratedFiles]:
-    """Check every spec first (nothing is written if any has a problem), then write."""
+    """Check every spec first (nothing is written if any has a problem), then write each
+    operation's files next to its spec, or into ``out`` (and ``py_out``)."""
     from luapipe.operations.spec import load_operations
 
     return [write(op, out, py_out) for op in load_operations(paths)]

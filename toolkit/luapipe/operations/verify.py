@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -305,14 +306,17 @@ def outcome_of(
         return ("error", error_code(exc))
 
 
+def verify_operations(
+    ops: Sequence[Operation], client: redis.Redis, *, cases: int = 200, seed: int = 1
+) -> list[VerifyReport]:
+    """Verify each loaded operation; a mismatch names the spec file it came from."""
+    return [verify(op, client, cases=cases, seed=seed, spec=str(op.path)) for op in ops]
+
+
 def verify_files(
-    paths: Sequence[str], client: redis.Redis, *, cases: int = 200, seed: int = 1
+    paths: Sequence[str | Path], client: redis.Redis, *, cases: int = 200, seed: int = 1
 ) -> list[VerifyReport]:
     """Load every spec first (all problems in one :class:`SpecError`), then verify each."""
     from luapipe.operations.spec import load_operations
 
-    ops = load_operations(paths)
-    return [
-        verify(op, client, cases=cases, seed=seed, spec=str(path))
-        for op, path in zip(ops, paths, strict=True)
-    ]
+    return verify_operations(load_operations(paths), client, cases=cases, seed=seed)
