@@ -30,7 +30,7 @@ __all__ = ["COMMANDS"]
 )
 def generate(specs: tuple[str, ...], out: str, py_out: str) -> None:
     """Generate every form of each operation SPEC (Lua script, Function, Python module)."""
-    from luapipe.operations.generate import generate_files
+    from luapipe.operations.files import generate_files
 
     for result in generate_files(specs, out, py_out):
         state = "written" if result.changed else "unchanged"
@@ -51,7 +51,7 @@ def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, 
     """Prove the forms of each SPEC agree: same replies, same keyspace (exit 1 if not)."""
     import contextlib
 
-    from luapipe.operations.verify import verify_files
+    from luapipe.operations.files import verify_files
 
     if fake and url:
         raise click.UsageError("--url and --fake exclude each other")

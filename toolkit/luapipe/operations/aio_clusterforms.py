@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -39,9 +40,8 @@ from luapipe.errors import (
     ServerError,
 )
 from luapipe.operations import clientforms, serverforms
-from luapipe.operations.aio_forms import drive_async, transaction_async
 from luapipe.operations.clusterforms import ATTEMPTS, _form_did_not_run, group, plan_slot, settle
-from luapipe.operations.plan import Env, Plan, RunResult
+from luapipe.operations.plan import Env, Plan, RunResult, drive_async
 from luapipe.wire import sync as transport
 from luapipe.wire._legacy import node_by_address_async as node_by_address
 from luapipe.wire._legacy import on_slot_node_async
@@ -51,7 +51,12 @@ from luapipe.wire.aio import node_for as _node_for
 
 T = TypeVar("T")
 
-__all__ = ["AsyncRoutedSession", "execute_routed_async", "run_cluster_async"]
+__all__ = [
+    "AsyncRoutedSession",
+    "execute_routed_async",
+    "run_cluster_async",
+    "transaction_async",
+]
 
 
 def _locate(client: RedisCluster, slot: int | None) -> tuple[str, ClusterNode]:
@@ -253,3 +258,30 @@ async def run_cluster_async(
         raise CallArgumentError(f"unknown form {form!r} (naive, pipelined, transaction, function)")
     async with AsyncRoutedSession(client) as s:
         return RunResult(await drive_async(steps(plan, env), s), form, s.round_trips)
+
+
+async def transaction_async(
+    plan: Plan,
+    open_session: Callable[[], AbstractAsyncContextManager[AsyncSession]],
+    env: Env,
+    max_retries: int,
+    *,
+    asking: bool = False,
+) -> RunResult:
+    """WATCH/MULTI/EXEC attempts, each on a session from ``open_session`` (one node)."""
+    trips = 0
+    for attempt in range(max_retries + 1):
+        async with open_session() as s:
+            try:
+                steps = clientforms.transaction_steps(plan, dict(env))
+                ok, ret = await drive_async(steps, s, asking=asking)
+            except BaseException:
+                # A WATCH may still be set on this connection: never hand it back as it is.
+                await s.conn.disconnect(nowait=True)
+                raise
+            finally:
+                trips += s.round_trips
+        if ok:
+            return RunResult(ret, "transaction", trips, attempt)
+        await asyncio.sleep(clientforms.backoff(attempt))
+    raise clientforms.aborted(plan, max_retries)

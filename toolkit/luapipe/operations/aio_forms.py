@@ -17,21 +17,28 @@ routed by key slot (:mod:`luapipe.operations.aio_clusterforms`, the twin of
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio.cluster import RedisCluster
 
 from luapipe.operations import clientforms, serverforms
-from luapipe.operations.forms import bind, check_form, plan_of
-from luapipe.operations.plan import Env, Plan, RunResult, Steps, wire
-from luapipe.wire.aio import AsyncSession, async_session
+from luapipe.operations.aio_clusterforms import run_cluster_async, transaction_async
+from luapipe.operations.forms import check_form
+from luapipe.operations.plan import (
+    Env,
+    Generated,
+    Plan,
+    RunResult,
+    bind,
+    drive_async,
+    plan_of,
+    wire,
+)
+from luapipe.wire.aio import async_session
 from luapipe.wire.clients import require_async_client
 
 if TYPE_CHECKING:
-    from luapipe.operations.operation import Operation
     from luapipe.wire.clients import AsyncClient
 
 __all__ = [
@@ -42,20 +49,6 @@ __all__ = [
     "script_async",
     "transaction_async",
 ]
-
-T = TypeVar("T")
-
-
-async def drive_async(steps: Steps[T], s: AsyncSession, *, asking: bool = False) -> T:
-    """Run ``steps`` on one async session: each yielded batch is one round trip (``asking``:
-    on the node an ASK redirect named)."""
-    try:
-        batch = next(steps)
-        while True:
-            batch = steps.send(await s.execute(batch, asking=asking))
-    except StopIteration as done:
-        result: T = done.value
-        return result
 
 
 async def run_plan_async(
@@ -74,8 +67,6 @@ async def run_plan_async(
     if form == "script":
         return RunResult(await script_async(plan, client, env), form, 1)
     if isinstance(client, RedisCluster):  # every other form, routed by slot
-        from luapipe.operations.aio_clusterforms import run_cluster_async
-
         return await run_cluster_async(plan, client, form, env, max_retries)
     if form == "transaction":
         return await transaction_async(plan, lambda: async_session(client), env, max_retries)
@@ -96,35 +87,8 @@ async def script_async(plan: Plan, client: AsyncClient, env: Env) -> Any:
     return wire(reply)
 
 
-async def transaction_async(
-    plan: Plan,
-    open_session: Callable[[], AbstractAsyncContextManager[AsyncSession]],
-    env: Env,
-    max_retries: int,
-    *,
-    asking: bool = False,
-) -> RunResult:
-    """WATCH/MULTI/EXEC attempts, each on a session from ``open_session`` (one node)."""
-    trips = 0
-    for attempt in range(max_retries + 1):
-        async with open_session() as s:
-            try:
-                steps = clientforms.transaction_steps(plan, dict(env))
-                ok, ret = await drive_async(steps, s, asking=asking)
-            except BaseException:
-                # A WATCH may still be set on this connection: never hand it back as it is.
-                await s.conn.disconnect(nowait=True)
-                raise
-            finally:
-                trips += s.round_trips
-        if ok:
-            return RunResult(ret, "transaction", trips, attempt)
-        await asyncio.sleep(clientforms.backoff(attempt))
-    raise clientforms.aborted(plan, max_retries)
-
-
 async def run_form_async(
-    op: Operation,
+    op: Generated,
     client: AsyncClient,
     form: str,
     keys: Mapping[str, Any],
@@ -137,7 +101,7 @@ async def run_form_async(
 
 
 async def run_value_async(
-    op: Operation,
+    op: Generated,
     client: AsyncClient,
     form: str,
     keys: Mapping[str, Any],

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from luapipe.errors import (
     CallArgumentError,
@@ -28,13 +28,10 @@ from luapipe.errors import (
     ServerError,
 )
 from luapipe.operations import clientforms, serverforms
-from luapipe.operations.plan import Env, Plan, RunResult, to_wire
+from luapipe.operations.plan import Env, Plan, RunResult, bind, plan_of, to_wire
 from luapipe.wire import _legacy as cluster
 from luapipe.wire import sync as transport
 from luapipe.wire._legacy import ask_target
-
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Operation
 
 __all__ = [
     "ATTEMPTS",
@@ -297,7 +294,7 @@ def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) 
 
 
 def run_op(
-    op: Operation,
+    op: Any,
     client: Any,
     form: str,
     keys: Mapping[str, Any],
@@ -311,20 +308,14 @@ def run_op(
             client, form, keys=keys, args=args, max_retries=max_retries
         )
         return done
-    from luapipe.operations.forms import bind, plan_of
-
     plan = plan_of(op)
     return run_cluster(plan, client, form, bind(plan, keys, args), max_retries)
 
 
-def invariant_of(
-    op: Operation, client: Any, keys: Mapping[str, Any], args: Mapping[str, Any]
-) -> Any:
+def invariant_of(op: Any, client: Any, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
     """``op.check_invariant`` that also takes a cluster client (reads routed per key)."""
     if not cluster.is_cluster(client):
         return op.check_invariant(client, keys=keys, args=args)
-    from luapipe.operations.forms import bind, plan_of
-
     plan = plan_of(op)
     if plan.invariant is None:
         return None

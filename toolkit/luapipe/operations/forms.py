@@ -14,36 +14,32 @@ or the compute step fails.
 
 from __future__ import annotations
 
-import threading
-import types
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 import redis.cluster
 
-from luapipe import runtime as _rt
 from luapipe.errors import CallArgumentError
-from luapipe.operations import clientforms, serverforms
-from luapipe.operations.operation import FORMS
+from luapipe.operations import clientforms, clusterforms, serverforms
+from luapipe.operations.model import FORMS
 from luapipe.operations.plan import (
-    Env,
+    Generated,
     Plan,
     ReadStep,
     RunResult,
     TransactionAborted,
     WriteStep,
+    bind,
     drive,
     flat,
     opt_text,
+    plan_of,
     score,
     wire,
 )
 from luapipe.wire import sync as transport
 from luapipe.wire.clients import require_sync_client
-
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Operation
 
 __all__ = [
     "Plan",
@@ -62,52 +58,6 @@ __all__ = [
     "score",
     "wire",
 ]
-
-_LOCK = threading.Lock()
-
-
-def _arg_value(name: str, kind: str, v: Any) -> Any:
-    ok = {
-        "int": isinstance(v, int) and not isinstance(v, bool) and abs(v) < _rt.LIMIT,
-        "float": isinstance(v, int | float)
-        and not isinstance(v, bool)
-        and v == v
-        and abs(v) != float("inf"),
-        "str": isinstance(v, str),
-        "bool": isinstance(v, bool),
-    }
-    if kind.startswith("list["):
-        if not isinstance(v, list | tuple) or not v:
-            raise CallArgumentError(f"argument {name!r} must be a non-empty {kind}")
-        return [_arg_value(name, kind[5:-1], x) for x in v]
-    if not ok[kind]:
-        raise CallArgumentError(f"argument {name!r} must be a {kind}, got {v!r}")
-    return float(v) if kind == "float" else v
-
-
-def bind(plan: Plan, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Env:
-    """The environment of a call; checks names and types (nothing sent on error)."""
-    want_k, want_a = {k for k, _ in plan.keys}, {a for a, _ in plan.args}
-    if set(keys) != want_k:
-        raise CallArgumentError(f"{plan.name}: keys must be {sorted(want_k)}, got {sorted(keys)}")
-    if set(args) != want_a:
-        raise CallArgumentError(f"{plan.name}: args must be {sorted(want_a)}, got {sorted(args)}")
-    env: Env = {}
-    for k, variadic in plan.keys:
-        v = keys[k]
-        if (
-            variadic != isinstance(v, list | tuple)
-            or (variadic and not v)
-            or not all(isinstance(x, str) for x in (v if variadic else [v]))
-        ):
-            raise CallArgumentError(
-                f"key {k!r} must be {'a non-empty list of str' if variadic else 'a str'}"
-            )
-        env[k] = list(v) if variadic else v
-    for a, kind in plan.args:
-        env[a] = _arg_value(a, kind, args[a])
-    return env
-
 
 # -- the Python forms --------------------------------------------------------------------
 
@@ -132,9 +82,7 @@ def run_plan(
 ) -> RunResult:
     require_sync_client(client, f"{plan.name} ({form})", f"the async form ({form}_async)")
     if isinstance(client, redis.cluster.RedisCluster):  # every form, routed by slot
-        from luapipe.operations.clusterforms import run_cluster
-
-        return run_cluster(plan, client, form, bind(plan, keys, args), max_retries)
+        return clusterforms.run_cluster(plan, client, form, bind(plan, keys, args), max_retries)
     check_form(plan, client, form)
     env = bind(plan, keys, args)
     if form == "script":
@@ -148,26 +96,8 @@ def run_plan(
         return RunResult(value, form, s.round_trips)
 
 
-_PLANS: dict[str, Plan] = {}
-
-
-def plan_of(op: Operation) -> Plan:
-    """The Plan of the generated module, compiled once (text generated from the checked AST)."""
-    src = op.python_source
-    with _LOCK:
-        plan = _PLANS.get(src)
-    if plan is None:
-        module = types.ModuleType(f"luapipe_generated_op_{op.name}")
-        exec(compile(src, f"<op_{op.name}.py>", "exec"), module.__dict__)
-        plan = module.PLAN
-        with _LOCK:
-            _PLANS[src] = plan
-    assert isinstance(plan, Plan)
-    return plan
-
-
 def run_form(
-    op: Operation,
+    op: Generated,
     client: redis.Redis,
     form: str,
     keys: Mapping[str, Any],
@@ -179,15 +109,13 @@ def run_form(
 
 
 def evaluate_invariant(
-    op: Operation, client: redis.Redis, keys: Mapping[str, Any], args: Mapping[str, Any]
+    op: Generated, client: redis.Redis, keys: Mapping[str, Any], args: Mapping[str, Any]
 ) -> Any:
     plan = plan_of(op)
     if plan.invariant is None:
         return None
     env = bind(plan, keys, args)
-    from luapipe.operations.clusterforms import routed_session  # a cluster: reads routed per key
-
-    with routed_session(client) as s:
+    with clusterforms.routed_session(client) as s:  # a cluster: reads routed per key
         for level in range(plan.levels):
             clientforms.read_level(s, plan, level, env)
     for name, fn in plan.lets:

@@ -8,24 +8,21 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
 from luapipe.operations.expr.compile import lua_expr, lua_wire, py_expr, py_wire
 from luapipe.operations.expr.parse import Type
-from luapipe.operations.operation import Expr, Operation, Read
+from luapipe.operations.model import Expr, OperationModel, Read
 
 __all__ = [
-    "GeneratedFiles",
-    "generate_files",
+    "function_name",
+    "library_name",
     "lua_body",
     "lua_library",
     "lua_script",
     "python_module",
-    "write",
 ]
 
 _ENV = jinja2.Environment(
@@ -44,7 +41,7 @@ def _safe_comment(text: str) -> str:
 
     The spec checker already refuses text with a line starting with ``@`` (the header
     parser reads ``-- @key ...`` as a declaration); this is the second line of defence for
-    an :class:`Operation` built without it: a leading ``@`` is put in parentheses. Jinja2
+    an :class:`OperationModel` built without it: a leading ``@`` is put in parentheses. Jinja2
     markers are split too (generated files do not opt into templating, so they would not be
     rendered anyway, but the text stays plain for readers and tools)."""
     out = " ".join(text.split()).replace("\\", "/").replace('"', "'")
@@ -96,7 +93,7 @@ def _lua_read(r: Read) -> str:
     return f"local v_{r.name} = {value}"
 
 
-def lua_body(op: Operation) -> str:
+def lua_body(op: OperationModel) -> str:
     """The statements shared by the script and the function (KEYS/ARGV in, reply out)."""
     out: list[str] = []
     for i, k in enumerate(op.keys, start=1):
@@ -130,7 +127,7 @@ def lua_body(op: Operation) -> str:
     return "\n".join(out) + "\n"
 
 
-def _context(op: Operation) -> dict[str, object]:
+def _context(op: OperationModel) -> dict[str, object]:
     return {
         "op": op,
         "spec": _safe_comment(Path(op.path).name),
@@ -149,24 +146,31 @@ def _context(op: Operation) -> dict[str, object]:
     }
 
 
-def lua_script(op: Operation) -> str:
+def lua_script(op: OperationModel) -> str:
     text = _ENV.get_template("script.lua.j2").render(**_context(op))
     assert not any(m in text for m in ("{%", "{{", "{#")), "generated Lua looks like a template"
     return text
 
 
-def function_name(op: Operation) -> str:
+def library_name(op: OperationModel) -> str:
+    """The Redis Function library of the function form."""
+    return f"luapipe_{op.name}"
+
+
+def function_name(op: OperationModel) -> str:
     """Named after the code, so a changed library is never called by an old name."""
     digest = hashlib.sha1((_ENV.get_template("prelude.lua.j2").render() + lua_body(op)).encode())
     return f"{op.name}_{digest.hexdigest()[:10]}"
 
 
-def lua_library(op: Operation) -> str:
+def lua_library(op: OperationModel) -> str:
     ctx = _context(op)
     ctx["body"] = "".join(
         f"    {line}\n" if line else "\n" for line in str(ctx["body"]).split("\n")[:-1]
     )
-    return _ENV.get_template("library.lua.j2").render(**ctx, function_name=function_name(op))
+    return _ENV.get_template("library.lua.j2").render(
+        **ctx, function_name=function_name(op), library_name=library_name(op)
+    )
 
 
 def _py(e: Expr) -> str:
@@ -217,7 +221,7 @@ def _lines(text: str) -> str:
     return "(\n" + "".join(f"    {line!r}\n" for line in parts) + ")"
 
 
-def python_module(op: Operation) -> str:
+def python_module(op: OperationModel) -> str:
     ctx = _context(op)
     rets = [py_wire(_py(r), r.type) for r in op.returns]
     ctx.update(
@@ -240,33 +244,3 @@ def python_module(op: Operation) -> str:
         round_trips={f: op.round_trips(f) for f in op.forms},
     )
     return _ENV.get_template("module.py.j2").render(**ctx)
-
-
-@dataclass(frozen=True)
-class GeneratedFiles:
-    lua: Path
-    python: Path
-    changed: tuple[Path, ...]
-
-
-def write(op: Operation, out: str | Path, py_out: str | Path | None = None) -> GeneratedFiles:
-    """Write ``op_<name>.lua`` into ``out`` and ``op_<name>.py`` into ``py_out`` (default
-    ``out``); files whose content is unchanged are not touched."""
-    lua_path = Path(out) / f"op_{op.name}.lua"
-    py_path = Path(py_out if py_out is not None else out) / f"op_{op.name}.py"
-    changed: list[Path] = []
-    for path, text in ((lua_path, op.lua_source), (py_path, op.python_source)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(path)
-    return GeneratedFiles(lua_path, py_path, tuple(changed))
-
-
-def generate_files(
-    paths: Sequence[str | Path], out: str | Path, py_out: str | Path | None = None
-) -> list[GeneratedFiles]:
-    """Check every spec first (nothing is written if any has a problem), then write."""
-    from luapipe.operations.spec import load_operations
-
-    return [write(op, out, py_out) for op in load_operations(paths)]

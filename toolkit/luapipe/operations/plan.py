@@ -7,15 +7,18 @@ environment dict) plus its generated Lua; replies are normalised so RESP2/RESP3 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+import threading
+import types
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import redis.exceptions as rex
 
 from luapipe import runtime as _rt
-from luapipe.errors import TransactionAborted
+from luapipe.errors import CallArgumentError, TransactionAborted
 from luapipe.wire import sync as transport
+from luapipe.wire.aio import AsyncSession
 
 __all__ = [
     "Cmd",
@@ -24,13 +27,17 @@ __all__ = [
     "RunResult",
     "TransactionAborted",
     "WriteStep",
+    "Generated",
     "Steps",
+    "bind",
     "check",
     "drive",
+    "drive_async",
     "enc",
     "encode",
     "flat",
     "opt_text",
+    "plan_of",
     "score",
     "to_wire",
     "wire",
@@ -158,6 +165,18 @@ def drive(steps: Steps[T], s: transport.Session, *, asking: bool = False) -> T:
         return result
 
 
+async def drive_async(steps: Steps[T], s: AsyncSession, *, asking: bool = False) -> T:
+    """Run ``steps`` on one async session: each yielded batch is one round trip (``asking``:
+    on the node an ASK redirect named)."""
+    try:
+        batch = next(steps)
+        while True:
+            batch = steps.send(await s.execute(batch, asking=asking))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
 # -- arguments ---------------------------------------------------------------------------
 
 
@@ -169,3 +188,81 @@ def to_wire(v: Any) -> list[str]:
     if isinstance(v, float):
         return [_rt.fmt(v)]
     return [str(v)]
+
+
+# -- a call's environment ------------------------------------------------------------
+
+
+def _arg_value(name: str, kind: str, v: Any) -> Any:
+    ok = {
+        "int": isinstance(v, int) and not isinstance(v, bool) and abs(v) < _rt.LIMIT,
+        "float": isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and v == v
+        and abs(v) != float("inf"),
+        "str": isinstance(v, str),
+        "bool": isinstance(v, bool),
+    }
+    if kind.startswith("list["):
+        if not isinstance(v, list | tuple) or not v:
+            raise CallArgumentError(f"argument {name!r} must be a non-empty {kind}")
+        return [_arg_value(name, kind[5:-1], x) for x in v]
+    if not ok[kind]:
+        raise CallArgumentError(f"argument {name!r} must be a {kind}, got {v!r}")
+    return float(v) if kind == "float" else v
+
+
+def bind(plan: Plan, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Env:
+    """The environment of a call; checks names and types (nothing sent on error)."""
+    want_k, want_a = {k for k, _ in plan.keys}, {a for a, _ in plan.args}
+    if set(keys) != want_k:
+        raise CallArgumentError(f"{plan.name}: keys must be {sorted(want_k)}, got {sorted(keys)}")
+    if set(args) != want_a:
+        raise CallArgumentError(f"{plan.name}: args must be {sorted(want_a)}, got {sorted(args)}")
+    env: Env = {}
+    for k, variadic in plan.keys:
+        v = keys[k]
+        if (
+            variadic != isinstance(v, list | tuple)
+            or (variadic and not v)
+            or not all(isinstance(x, str) for x in (v if variadic else [v]))
+        ):
+            raise CallArgumentError(
+                f"key {k!r} must be {'a non-empty list of str' if variadic else 'a str'}"
+            )
+        env[k] = list(v) if variadic else v
+    for a, kind in plan.args:
+        env[a] = _arg_value(a, kind, args[a])
+    return env
+
+
+# -- the plan of an operation ------------------------------------------------------------
+
+
+class Generated(Protocol):
+    """What :func:`plan_of` needs of an operation: its name and generated Python."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def python_source(self) -> str: ...
+
+
+_LOCK = threading.Lock()
+_PLANS: dict[str, Plan] = {}
+
+
+def plan_of(op: Generated) -> Plan:
+    """The Plan of the generated module, compiled once (text generated from the checked AST)."""
+    src = op.python_source
+    with _LOCK:
+        plan = _PLANS.get(src)
+    if plan is None:
+        module = types.ModuleType(f"luapipe_generated_op_{op.name}")
+        exec(compile(src, f"<op_{op.name}.py>", "exec"), module.__dict__)
+        plan = module.PLAN
+        with _LOCK:
+            _PLANS[src] = plan
+    assert isinstance(plan, Plan)
+    return plan

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
 from luapipe.errors import ScriptRuntimeError
 from luapipe.operations.plan import Env, Plan, Steps, drive, enc, encode, to_wire, wire
+from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire import sync as transport
-
-if TYPE_CHECKING:
-    from luapipe.scripts.registry import ScriptRegistry
 
 __all__ = ["function", "function_steps", "registry_of", "script", "script_name", "split"]
 
@@ -32,8 +30,6 @@ _FUNCTIONS: set[tuple[str, str]] = set()
 def registry_of(plan: Plan) -> ScriptRegistry:
     """A registry holding the plan's generated script (one per operation name and text:
     two operations may generate the same Lua)."""
-    from luapipe.scripts.registry import ScriptRegistry
-
     key = (plan.name, plan.lua_script)
     with _LOCK:
         reg = _REGISTRIES.get(key)
