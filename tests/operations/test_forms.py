@@ -14,9 +14,8 @@ import redis
 
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.server import ServerProcess
-from luapipe.errors import CallArgumentError, LuapipeError
-from luapipe.operations import clientforms
-from luapipe.operations.forms import TransactionAborted
+from luapipe.errors import CallArgumentError, LuapipeError, TransactionAborted
+from luapipe.operations import steps
 from luapipe.operations.operation import Operation
 from luapipe.operations.spec import load_operation
 from luapipe.operations.verify import verify
@@ -116,7 +115,7 @@ def test_transaction_retries_when_a_watched_key_changes(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 5)
-    real_compute = clientforms.compute
+    real_compute = steps.compute
     other = redis.Redis(connection_pool=r.connection_pool)
     interfered = []
 
@@ -126,7 +125,7 @@ def test_transaction_retries_when_a_watched_key_changes(
             other.decrby("stock", 4)
         return real_compute(plan, env)
 
-    monkeypatch.setattr(clientforms, "compute", compute_with_a_concurrent_writer)
+    monkeypatch.setattr(steps, "compute", compute_with_a_concurrent_writer)
     result = op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 2})
     assert result.retries == 1 and result.round_trips == 4
     assert result.value == [0, 1]  # the retry saw 1 left and refused: no oversell
@@ -138,15 +137,14 @@ def test_transaction_gives_up_after_bounded_retries(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 100)
-    real_compute = clientforms.compute
+    real_compute = steps.compute
     other = redis.Redis(connection_pool=r.connection_pool)
 
     def always_interfered(plan: Any, env: Any) -> Any:
         other.incr("stock")
         return real_compute(plan, env)
 
-    monkeypatch.setattr(clientforms, "compute", always_interfered)
-    monkeypatch.setattr(clientforms.time, "sleep", lambda s: None)
+    monkeypatch.setattr(steps, "compute", always_interfered)
     with pytest.raises(TransactionAborted, match="WATCH failed 4 times"):
         op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 1}, max_retries=3)
     assert r.get("stock") == b"104"  # only the interfering increments landed
@@ -269,7 +267,7 @@ def test_invariant_hook(r: redis.Redis) -> None:
 
 
 def forms_plan(op: Operation) -> Any:
-    from luapipe.operations.forms import plan_of
+    from luapipe.operations.plan import plan_of
 
     return plan_of(op)
 

@@ -14,7 +14,7 @@ import redis
 
 from luapipe import runtime as _rt
 from luapipe.operations.casegen import Case
-from luapipe.operations.clusterforms import execute_routed
+from luapipe.operations.run import execute_routed
 from luapipe.wire import routing as _cluster
 from luapipe.wire import sync as transport
 

@@ -2,19 +2,20 @@
 its generated text and running it in any form.
 
 Built by :func:`luapipe.operations.spec.load_operation`; the text comes from
-:mod:`luapipe.operations.generate`, the forms run through :mod:`luapipe.operations.forms`.
+:mod:`luapipe.operations.generate`, the forms run through :mod:`luapipe.operations.run`.
 """
 
 from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import redis
 
 from luapipe.operations import aio_forms, casegen, forms, generate, keyspace
+from luapipe.operations import run as runner
 from luapipe.operations.casegen import Case
 from luapipe.operations.model import (
     FORMS,
@@ -27,8 +28,8 @@ from luapipe.operations.model import (
     Read,
     Write,
 )
-from luapipe.operations.plan import RunResult
-from luapipe.wire.clients import is_async_client
+from luapipe.operations.plan import RunResult, plan_of
+from luapipe.wire.clients import is_async_client, is_cluster
 
 if TYPE_CHECKING:
     from luapipe.wire.clients import AsyncClient, SyncClient
@@ -72,7 +73,7 @@ class Operation(OperationModel):
         With a ``redis.asyncio`` client this returns a coroutine (``await op.run(...)``).
         """
         if is_async_client(client):
-            return aio_forms.run_value_async(self, client, form, keys, args or {})
+            return _value(self.run_detailed(client, form, keys=keys, args=args))
         return self.run_detailed(client, form, keys=keys, args=args).value
 
     @overload
@@ -83,7 +84,7 @@ class Operation(OperationModel):
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
-        max_retries: int = 20,
+        max_retries: int | None = None,
     ) -> Coroutine[Any, Any, RunResult]: ...
     @overload
     def run_detailed(
@@ -93,7 +94,7 @@ class Operation(OperationModel):
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
-        max_retries: int = 20,
+        max_retries: int | None = None,
     ) -> RunResult: ...
     def run_detailed(
         self,
@@ -102,14 +103,21 @@ class Operation(OperationModel):
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
-        max_retries: int = 20,
+        max_retries: int | None = None,
     ) -> Any:
-        """Like :meth:`run`, with round trips, commands and transaction retries counted."""
+        """Like :meth:`run`, with round trips and WATCH retries (at most ``max_retries``,
+        default 20) counted. Cluster clients run every form, routed by key slot."""
+        plan = plan_of(self)
+        if is_cluster(client):  # still on the routed-session loops
+            retries = 20 if max_retries is None else max_retries
+            if is_async_client(client):
+                return aio_forms.run_plan_async(
+                    plan, client, form, keys, args or {}, max_retries=retries
+                )
+            return forms.run_plan(plan, client, form, keys, args or {}, max_retries=retries)
         if is_async_client(client):
-            return aio_forms.run_form_async(
-                self, client, form, keys, args or {}, max_retries=max_retries
-            )
-        return forms.run_form(self, client, form, keys, args or {}, max_retries=max_retries)
+            return runner.run_async(plan, client, form, keys, args or {}, max_retries=max_retries)
+        return runner.run(plan, client, form, keys, args or {}, max_retries=max_retries)
 
     def sample_case(self, rng: random.Random, namespace: str = "") -> Case:
         """A random initial keyspace and random keys/args (what verify and bench use)."""
@@ -123,4 +131,8 @@ class Operation(OperationModel):
         self, client: redis.Redis, *, keys: Mapping[str, Any], args: Mapping[str, Any]
     ) -> Any:
         """The invariant's value now (reads only): a bool to hold, a number to conserve."""
-        return forms.evaluate_invariant(self, client, keys, args)
+        return runner.invariant(plan_of(self), client, keys, args)
+
+
+async def _value(pending: Awaitable[RunResult]) -> Any:
+    return (await pending).value

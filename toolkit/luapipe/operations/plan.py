@@ -1,8 +1,10 @@
-"""The data a generated module hands to the form runners, and reply normalisation.
+"""The data a generated module hands to the form runners, a call's environment, and reply
+normalisation.
 
 A :class:`Plan` holds the compiled Python of one operation (its expressions as lambdas over an
-environment dict) plus its generated Lua; replies are normalised so RESP2/RESP3 and
-``decode_responses`` give the same Python values.
+environment dict) plus its generated Lua; :func:`plan_of` compiles it once per operation;
+:func:`bind` checks a call's keys and args into its environment (nothing is sent on error);
+replies are normalised so RESP2/RESP3 and ``decode_responses`` give the same Python values.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from luapipe import runtime as _rt
 from luapipe.errors import CallArgumentError, TransactionAborted
 from luapipe.wire import sync as transport
 from luapipe.wire.aio import AsyncSession
+from luapipe.wire.replies import ReplyError, full_error_text, raise_for
 
 __all__ = [
     "Cmd",
@@ -26,8 +29,9 @@ __all__ = [
     "ReadStep",
     "RunResult",
     "TransactionAborted",
-    "WriteStep",
+    "Batches",
     "Generated",
+    "WriteStep",
     "Steps",
     "bind",
     "check",
@@ -47,11 +51,14 @@ Env = dict[str, Any]
 Fn = Callable[[Env], Any]
 Cmd = tuple[Any, ...]
 T = TypeVar("T")
-#: A form as an I/O-free generator: it yields a batch of commands (one round trip), is sent
-#: the replies (error replies as :class:`~luapipe.wire.sync.ReplyError` in their slots) and
-#: returns its result. :func:`drive` runs it on a sync session, ``aio_forms.drive_async`` on
-#: an async one: the same steps, commands and reply handling either way.
-Steps: TypeAlias = Generator[list[Cmd], list[Any], T]
+#: One form's work on one node as an I/O-free generator: it yields a batch of commands (one
+#: round trip), is sent the replies (error replies as
+#: :class:`~luapipe.wire.replies.ReplyError` in their slots) and returns its result.
+#: :mod:`luapipe.operations.run` turns batches into requests for the drivers.
+Batches: TypeAlias = Generator[list[Cmd], list[Any], T]
+Steps: TypeAlias = Generator[
+    list[Cmd], list[Any], T
+]  # the name the cluster forms still use (until they run on the table)
 
 
 @dataclass(frozen=True)
@@ -140,8 +147,8 @@ def wire(reply: Any) -> Any:
 
 def check(reply: Any) -> Any:
     if isinstance(reply, rex.ResponseError):
-        reply = transport.ReplyError(transport.full_error_text(reply))
-    return transport.raise_for(reply)
+        reply = ReplyError(full_error_text(reply))
+    return raise_for(reply)
 
 
 def enc(v: Any) -> Any:
@@ -153,9 +160,8 @@ def encode(cmds: Sequence[Cmd]) -> list[Cmd]:
     return [tuple(enc(x) for x in c) for c in cmds]
 
 
-def drive(steps: Steps[T], s: transport.Session, *, asking: bool = False) -> T:
-    """Run ``steps`` on one sync session: each yielded batch is one round trip (``asking``:
-    on the node an ASK redirect named, see :meth:`~luapipe.wire.sync.Session.execute`)."""
+def drive(steps: Batches[T], s: transport.Session, *, asking: bool = False) -> T:
+    """Run ``steps`` on one sync session (the cluster forms, until they run on the table)."""
     try:
         batch = next(steps)
         while True:
@@ -165,9 +171,8 @@ def drive(steps: Steps[T], s: transport.Session, *, asking: bool = False) -> T:
         return result
 
 
-async def drive_async(steps: Steps[T], s: AsyncSession, *, asking: bool = False) -> T:
-    """Run ``steps`` on one async session: each yielded batch is one round trip (``asking``:
-    on the node an ASK redirect named)."""
+async def drive_async(steps: Batches[T], s: AsyncSession, *, asking: bool = False) -> T:
+    """Run ``steps`` on one async session (the cluster forms, until they run on the table)."""
     try:
         batch = next(steps)
         while True:

@@ -1,0 +1,257 @@
+"""Each form's work on one node, free of I/O: naive, pipelined, transaction, function.
+
+Each form is written once, as :data:`~luapipe.operations.plan.Batches` (a generator that
+yields a batch of commands per round trip and is sent the replies);
+:mod:`luapipe.operations.run` routes the batches and the drivers send them, sync or asyncio.
+
+Reads run level by level (a read that depends on another is in the next level), in the
+order Lua runs them, so the first error is the same error in every form; then the compute
+step; then every write is attempted and the first failure raised after the rest ran.
+
+The script form is the registry's own call (:func:`script_call` builds it); the function
+form loads its library with REPLACE on the node that lacks it, in the same write as FCALL.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from luapipe.errors import LuapipeError, ScriptRuntimeError, TransactionAborted
+from luapipe.operations.plan import (
+    Batches,
+    Cmd,
+    Env,
+    Plan,
+    ReadStep,
+    check,
+    enc,
+    encode,
+    to_wire,
+    wire,
+)
+from luapipe.scripts.protocol import ScriptCall
+from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
+from luapipe.wire.replies import ReplyError, raise_for
+
+__all__ = [
+    "Batch",
+    "aborted",
+    "apply_reads",
+    "commands",
+    "compute",
+    "exec_replies",
+    "function_steps",
+    "naive_steps",
+    "pipelined_steps",
+    "raise_first",
+    "read_batch",
+    "read_level_steps",
+    "registry_of",
+    "script_call",
+    "split",
+    "transaction_steps",
+]
+
+Batch = list[tuple[ReadStep, list[Env], list[Cmd]]]
+
+
+# -- reads, compute, writes ----------------------------------------------------------------
+
+
+def read_batch(plan: Plan, level: int, env: Env) -> tuple[Batch, LuapipeError | None]:
+    """The reads of one level, in order. If building a command fails (its key or args), the
+    batch stops there and the error is returned, to be raised after the earlier reads: the
+    order Lua fails in."""
+    out: Batch = []
+    for r in plan.reads:
+        if r.level != level:
+            continue
+        try:
+            envs = [{**env, "it": it} for it in r.each(env)] if r.each else [env]
+            cmds = [(r.cmd, r.key(e), *(a(e) for a in r.args)) for e in envs]
+        except LuapipeError as exc:
+            return out, exc
+        out.append((r, envs, cmds))
+    return out, None
+
+
+def apply_reads(batch: Batch, replies: list[Any], env: Env, pending: LuapipeError | None) -> None:
+    """Convert replies in order (a conversion error comes before a later read's error)."""
+    pos = 0
+    for r, envs, _ in batch:
+        values = []
+        for e in envs:
+            values.append(r.convert(check(replies[pos]), e))
+            pos += 1
+        env[r.name] = values if r.each else values[0]
+    if pending is not None:
+        raise pending
+
+
+def commands(batch: Batch) -> list[Cmd]:
+    return [c for b in batch for c in b[2]]
+
+
+def compute(plan: Plan, env: Env) -> tuple[list[Cmd], Any]:
+    """The compute step: ``lets`` into ``env``, then the writes to send and the reply."""
+    for name, fn in plan.lets:
+        env[name] = fn(env)
+    cmds: list[Cmd] = []
+    for w in plan.writes:
+        for e in [{**env, "it": it} for it in w.each(env)] if w.each else [env]:
+            if w.when is None or w.when(e):
+                cmds.append((w.cmd, w.key(e), *(a(e) for a in w.args)))
+    return cmds, plan.returns(env)
+
+
+def raise_first(replies: Sequence[Any]) -> None:
+    for reply in replies:
+        check(reply)
+
+
+def exec_replies(replies: list[Any]) -> list[Any] | None:
+    """The EXEC reply of ``[MULTI, ..., EXEC]``: None when WATCH aborted it."""
+    exec_reply = replies[-1]
+    if isinstance(exec_reply, ReplyError):
+        queued = [r for r in replies[1:-1] if isinstance(r, ReplyError)]
+        raise_for(queued[0] if queued else exec_reply)
+    return None if exec_reply is None else list(exec_reply)
+
+
+# -- the client-side forms -------------------------------------------------------------------
+
+
+def naive_steps(plan: Plan, env: Env) -> Batches[Any]:
+    """One command per round trip, each read converted before the next is sent."""
+    for level in range(plan.levels):
+        batch, pending = read_batch(plan, level, env)
+        for step in batch:
+            replies = []
+            for c in step[2]:
+                replies.append((yield encode([c]))[0])
+            apply_reads([step], replies, env, None)
+        if pending is not None:
+            raise pending
+    writes, ret = compute(plan, env)
+    replies = []
+    for c in writes:
+        replies.append((yield encode([c]))[0])
+    raise_first(replies)
+    return ret
+
+
+def read_level_steps(plan: Plan, level: int, env: Env) -> Batches[None]:
+    """One level of reads in one round trip, converted into ``env``."""
+    batch, pending = read_batch(plan, level, env)
+    apply_reads(batch, (yield encode(commands(batch))), env, pending)
+
+
+def pipelined_steps(plan: Plan, env: Env) -> Batches[Any]:
+    """A round trip per read level, then one for the writes (none when nothing is written)."""
+    for level in range(plan.levels):
+        yield from read_level_steps(plan, level, env)
+    writes, ret = compute(plan, env)
+    if writes:
+        raise_first((yield encode(writes)))
+    return ret
+
+
+def transaction_steps(plan: Plan, env: Env) -> Batches[tuple[bool, Any]]:
+    """One WATCH attempt: (committed, reply); (False, None) when a watched key changed."""
+    if plan.levels == 1 and not plan.writes:
+        batch, pending = read_batch(plan, 0, env)
+        replies = exec_replies((yield encode([("MULTI",), *commands(batch), ("EXEC",)])))
+        assert replies is not None
+        apply_reads(batch, replies, env, pending)
+        return True, compute(plan, env)[1]
+    for level in range(plan.levels):
+        batch, pending = read_batch(plan, level, env)
+        cmds = commands(batch)
+        watch = ("WATCH", *dict.fromkeys(c[1] for c in cmds))
+        replies = yield encode([watch, *cmds] if len(watch) > 1 else cmds)
+        apply_reads(batch, replies[1:] if len(watch) > 1 else replies, env, pending)
+    writes, ret = compute(plan, env)
+    committed = exec_replies((yield encode([("MULTI",), *writes, ("EXEC",)])))
+    if committed is None:
+        return False, None
+    raise_first(committed)
+    return True, ret
+
+
+def aborted(plan: Plan, retries: int) -> TransactionAborted:
+    return TransactionAborted(
+        f"{plan.name}: WATCH failed {retries + 1} times in a row (heavy contention); "
+        "nothing was written by the last attempt"
+    )
+
+
+# -- the server-side forms -------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_REGISTRIES: dict[tuple[str, str], ScriptRegistry] = {}
+_FUNCTIONS: set[tuple[str, str]] = set()
+
+
+def script_name(plan: Plan) -> str:
+    return f"op_{plan.name}"
+
+
+def registry_of(plan: Plan) -> ScriptRegistry:
+    """A registry holding the plan's generated script (one per operation name and text:
+    two operations may generate the same Lua)."""
+    key = (plan.name, plan.lua_script)
+    with _LOCK:
+        reg = _REGISTRIES.get(key)
+        if reg is None:
+            script = LuaScript.from_source(script_name(plan), plan.lua_script)
+            reg = _REGISTRIES[key] = ScriptRegistry([script], check=False)
+        return reg
+
+
+def split(plan: Plan, env: Env) -> tuple[list[Any], list[Any]]:
+    """KEYS and ARGV of a call, as the script and the function receive them: str values as
+    UTF-8 with surrogates kept, like every other form (binary-safe)."""
+    keys = [enc(x) for k, _ in plan.keys for x in to_wire(env[k])]
+    return keys, [enc(x) for a, _ in plan.args for x in to_wire(env[a])]
+
+
+def script_call(plan: Plan, env: Env) -> tuple[ScriptRegistry, ScriptCall]:
+    """The script form: EVALSHA (EVALSHA_RO when read-only) of the generated script, run by
+    the registry's call steps (NOSCRIPT, routing and redirects handled there)."""
+    reg = registry_of(plan)
+    keys, args = split(plan, env)
+    return reg, ScriptCall(reg[script_name(plan)], tuple(keys), tuple(args))
+
+
+def function_steps(plan: Plan, env: Env, address: str) -> Batches[Any]:
+    """FCALL (FCALL_RO) on the node at ``address``; a function not yet known there is
+    loaded with REPLACE in the same write. "Function not found" means it did not run, so
+    sending it again with the load is safe; anything else is never re-sent."""
+    keys, args = split(plan, env)
+    call = ("FCALL_RO" if plan.read_only else "FCALL", plan.function_name, len(keys), *keys, *args)
+    known = (address, plan.function_name)
+    if known in _FUNCTIONS:
+        (reply,) = yield encode([call])
+        if not (isinstance(reply, ReplyError) and "Function not found" in reply.text):
+            return _function_reply(plan, reply)
+    load, reply = yield encode([("FUNCTION", "LOAD", "REPLACE", plan.lua_library), call])
+    raise_for(load)
+    with _LOCK:
+        _FUNCTIONS.add(known)
+    return _function_reply(plan, reply)
+
+
+_FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_function:\d+\.$")
+
+
+def _function_reply(plan: Plan, reply: Any) -> Any:
+    if isinstance(reply, ReplyError):
+        text = _FN_WHERE.sub("", reply.text)
+        if text.startswith(("BUSY", "READONLY", "CROSSSLOT", "NOPERM")):
+            raise_for(reply)
+        raise ScriptRuntimeError(f"function {plan.function_name} failed: {text}")
+    return wire(reply)
