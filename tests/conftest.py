@@ -19,7 +19,8 @@ from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 
-from .helpers import Flavour, emptied_cluster_client
+from .drivers import AsyncDriver, Driver, SyncDriver
+from .helpers import emptied_cluster_client
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS_DIR = ROOT / "scripts_lua"
@@ -116,12 +117,18 @@ def rc(cluster: EmbeddedCluster) -> Iterator[redis.cluster.RedisCluster]:
         client.close()
 
 
-@pytest.fixture(params=["sync", "asyncio"])
-def driver(request: pytest.FixtureRequest) -> Flavour:
-    """Runs one test body through the sync and the asyncio client API (see Flavour)."""
-    return Flavour(request.param)
-
-
 @pytest.fixture
 def scripts_dir() -> Path:
     return SCRIPTS_DIR
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+    """Runs the test body with sync clients, then with ``redis.asyncio`` ones (see
+    tests/drivers.py): behaviour that exists in both flavours is pinned once, so a drift
+    between them fails a test."""
+    d: Driver = SyncDriver() if request.param == "sync" else AsyncDriver()
+    try:
+        yield d
+    finally:
+        d.close_all()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import redis
-import redis.asyncio
 import redis.asyncio.cluster as acluster
 import redis.cluster
 
@@ -16,7 +14,6 @@ from luapipe.scripts.script import LuaScript
 
 if TYPE_CHECKING:
     from luapipe.bench.cluster import EmbeddedCluster
-    from luapipe.bench.server import ServerProcess
 
 T = TypeVar("T")
 
@@ -70,77 +67,3 @@ def emptied_cluster_client(cluster: EmbeddedCluster) -> redis.cluster.RedisClust
     for node in client.get_primaries():  # functions replicate (a replica refuses FLUSH)
         client.get_redis_connection(node).function_flush()
     return client
-
-
-# -- one test body through the sync and the asyncio API (the ``driver`` fixture) ----------
-Await = Callable[[Any], Awaitable[Any]]
-
-
-async def _done(value: Any) -> Any:
-    return value
-
-
-async def _awaited(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-class Flavour:
-    """Runs one test body with a sync or a ``redis.asyncio`` client.
-
-    The body is ``async def body(client, aw)``: it wraps every luapipe call in ``await
-    aw(...)``, which awaits the coroutine an asyncio client returns and passes a sync
-    client's value through, so the same lines test both flavours and a drift between them
-    fails by default."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.is_async = name == "asyncio"
-
-    def __repr__(self) -> str:
-        return self.name
-
-    def _aw(self) -> Await:
-        return _awaited if self.is_async else _done
-
-    def on_server(
-        self,
-        server: ServerProcess,
-        body: Callable[[Any, Await], Awaitable[T]],
-        **kwargs: Any,
-    ) -> T:
-        async def main() -> T:
-            if self.is_async:
-                aclient = redis.asyncio.Redis(host=server.host, port=server.port, **kwargs)
-                try:
-                    return await body(aclient, self._aw())
-                finally:
-                    await aclient.aclose()
-            client = redis.Redis(host=server.host, port=server.port, **kwargs)
-            try:
-                return await body(client, self._aw())
-            finally:
-                client.close()
-
-        return asyncio.run(main())
-
-    def on_cluster(
-        self,
-        cluster: EmbeddedCluster,
-        body: Callable[[Any, Await], Awaitable[T]],
-        **kwargs: Any,
-    ) -> T:
-        async def main() -> T:
-            port = cluster.ports[0]
-            if self.is_async:
-                aclient = acluster.RedisCluster(host="127.0.0.1", port=port, **kwargs)
-                try:
-                    return await body(aclient, self._aw())
-                finally:
-                    await aclient.aclose()
-            client = redis.cluster.RedisCluster(host="127.0.0.1", port=port, **kwargs)
-            try:
-                return await body(client, self._aw())
-            finally:
-                client.close()
-
-        return asyncio.run(main())

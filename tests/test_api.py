@@ -31,10 +31,12 @@ PINNED = [
     "Param",
     "ReadOnlyError",
     "Recommendation",
+    "RetryPolicy",
     "RunResult",
     "Safety",
     "ScriptError",
     "ScriptPipeline",
+    "ScriptProblem",
     "ScriptRegistry",
     "ScriptRuntimeError",
     "ScriptState",
@@ -85,3 +87,22 @@ def test_every_error_derives_from_the_root_and_is_exported() -> None:
 def test_registry_methods_exist() -> None:
     for method in ("from_directory", "names", "load", "status", "call", "pipeline"):
         assert callable(getattr(luapipe.ScriptRegistry, method))
+
+
+def test_dissolved_asyncio_modules_keep_their_names_for_one_release() -> None:
+    """``luapipe.aio`` (0.1) and ``luapipe.scripts.aio`` were dissolved into the one
+    registry and pipeline; importing them still works, with a DeprecationWarning, and
+    gives the names users imported from them."""
+    import importlib
+    import sys
+
+    import pytest
+
+    for old in ("luapipe.aio", "luapipe.scripts.aio", "luapipe.aio_pipeline"):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match=f"{old} moved to"):
+            module = importlib.import_module(old)
+        assert module.AsyncScriptPipeline is luapipe.AsyncScriptPipeline
+    module = importlib.import_module("luapipe.scripts.aio")
+    for name in ("load_async", "status_async", "flush_async", "call_async"):
+        assert callable(getattr(module, name))

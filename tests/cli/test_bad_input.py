@@ -111,7 +111,7 @@ CASES: dict[str, tuple[Case, str]] = {
     ),
     "wrong key count": (
         lambda d, url, _: ["scripts", "call", "check_and_decr", "--dir", str(d), "--url", url],
-        "takes 1 (counter) keys, got 0",
+        "takes 1 key (counter), got 0",
     ),
     "lock file edited by hand": (
         lambda d, url, _: (

@@ -137,8 +137,8 @@ def test_lint_summary_is_on_stdout_and_singular(long_names: Path) -> None:
     (long_names / "b.lua").write_text("-- @key k\nreturn redis.call('GET', KEYS[2])\n")
     res = CliRunner().invoke(main, ["scripts", "lint", "--dir", str(long_names)])
     assert res.exit_code == 1
-    assert res.stdout.splitlines()[-1].startswith("3 scripts, 1 problem"), res.stdout
-    assert "problems" not in res.stdout and "1 problem" not in res.stderr
+    assert res.stdout.splitlines()[-1] == "3 scripts, 1 error, 0 warnings", res.stdout
+    assert "1 errors" not in res.stdout and "1 error" not in res.stderr
 
 
 def test_deploy_without_a_scripts_directory_is_refused(

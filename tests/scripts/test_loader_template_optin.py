@@ -64,7 +64,8 @@ def test_marker_opts_in_and_include_still_works(tmp_path: Path) -> None:
     assert s.sha == hashlib.sha1(s.source.encode()).hexdigest()
     assert [k.name for k in s.keys or ()] == ["k"]
     assert s.description == "Uses a snippet."
-    assert s.file_line(7) == f"{tmp_path / 'use.lua'}:5"
+    assert s.source.splitlines()[7].startswith("return clamp")  # after the snippet's blank line
+    assert s.file_line(8) == f"{tmp_path / 'use.lua'}:5"
 
 
 def test_marker_alone_does_not_declare_keys_or_args(tmp_path: Path) -> None:

@@ -48,13 +48,15 @@ def test_headerless_script_is_unchecked(tmp_path: Path) -> None:
 
 def test_wrong_counts_are_refused_with_names() -> None:
     s = ScriptRegistry.from_directory(SCRIPTS_DIR)["rate_limit_fixed"]
-    with pytest.raises(CallArgumentError, match=r"takes 1 \(counter\) keys, got 2"):
+    with pytest.raises(CallArgumentError, match=r"takes 1 key \(counter\), got 2$"):
         s.check_call(["a", "b"], [1, 2])
-    with pytest.raises(CallArgumentError, match=r"takes 2 \(limit, window\) args, got 1"):
+    with pytest.raises(CallArgumentError, match=r"takes 2 args \(limit, window\), got 1$"):
         s.check_call(["a"], [1])
     push = ScriptRegistry.from_directory(SCRIPTS_DIR)["capped_push"]
     push.check_call(["l"], [3, "a", "b", "c"])
-    with pytest.raises(CallArgumentError, match=r"takes 2\+ \(cap, values\.\.\.\) args, got 1"):
+    with pytest.raises(
+        CallArgumentError, match=r"takes at least 2 args \(cap, values\.\.\.\), got 1"
+    ):
         push.check_call(["l"], [3])
 
 
@@ -113,7 +115,8 @@ def test_template_include_and_line_mapping(tmp_path: Path) -> None:
     reg = ScriptRegistry.from_directory(tmp_path)
     assert reg.names() == ["use"]  # the snippet is not a script
     assert "local function clamp" in reg["use"].source
-    assert reg["use"].file_line(6) == f"{tmp_path / 'use.lua'}:4"
+    assert reg["use"].source.splitlines()[6] == "return clamp(1, 0, 2)"
+    assert reg["use"].file_line(7) == f"{tmp_path / 'use.lua'}:4"
 
 
 def test_template_error_names_line(tmp_path: Path) -> None:
@@ -129,7 +132,7 @@ def test_duplicate_names_refused() -> None:
         ScriptRegistry([a, b])
 
 
-@pytest.mark.parametrize("name", ["../etc", "a/b", "a.b", "", "1abc", "a b"])
+@pytest.mark.parametrize("name", ["../etc", "a/b", "a\\b", "..", ".", "", "a b", "a\tb", "a\x00b"])
 def test_script_names_cannot_be_paths(name: str) -> None:
     with pytest.raises(ScriptError, match="invalid script name"):
         LuaScript.from_source(name, "return 1")
@@ -144,11 +147,10 @@ def test_unknown_script_suggests_a_close_name() -> None:
 @pytest.mark.parametrize(
     ("filename", "why"),
     [
-        ("bad name.lua", "' ' is not allowed"),
-        ("1abc.lua", "it starts with a digit, which is not allowed"),
-        ("rate-limit.lua", "'-' is not allowed"),
-        ("caf\u00e9.lua", "'\u00e9' is not allowed"),
-        ("abc\n.lua", "'\\n' is not allowed"),
+        ("bad name.lua", "whitespace (' ') is not allowed"),
+        ("a..b.lua", "'..' is not allowed"),
+        ("abc\n.lua", "whitespace ('\\n') is not allowed"),
+        ("abc\x01.lua", "the control character '\\x01' is not allowed"),
     ],
 )
 def test_bad_file_names_name_the_file_and_the_problem(
@@ -158,7 +160,7 @@ def test_bad_file_names_name_the_file_and_the_problem(
     with pytest.raises(ScriptError) as info:
         discover(tmp_path)
     message = str(info.value)
-    shown = str(tmp_path / filename).replace("\n", "\\n")
+    shown = str(tmp_path / filename).replace("\n", "\\n").replace("\x01", "\\x01")
     assert message.startswith(f"{shown}: invalid script name "), message
     assert why in message
     assert "\n" not in message

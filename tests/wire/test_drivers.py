@@ -1,13 +1,14 @@
 """Every registry behaviour through both drivers: one test body, sync and asyncio.
 
-The ``driver`` fixture runs each body with a sync and a ``redis.asyncio`` client; both must
-give the same values, the same errors and the same round trips, so a drift between the
-two flavours fails here by default.
+The ``driver`` fixture (tests/drivers.py) runs each body with a sync and a ``redis.asyncio``
+client; both must give the same values, the same errors and the same round trips, so a
+drift between the two flavours fails here by default.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 import time
 from typing import Any
@@ -27,9 +28,10 @@ from luapipe.errors import (
 )
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
-from luapipe.wire import aio, sync
+from luapipe.wire import aio, drivers, sync
 
-from ..helpers import SLOW, Await, Flavour, calls, reset_stats
+from ..drivers import Driver
+from ..helpers import SLOW, calls, reset_stats
 
 COUNTED = LuaScript.from_source(
     "counted", "-- @key k\n-- @arg by\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])\n"
@@ -43,22 +45,17 @@ def reg() -> ScriptRegistry:
 
 
 def test_load_status_call_flush_kill(
-    driver: Flavour, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
 ) -> None:
-    async def body(c: Any, aw: Await) -> tuple[Any, ...]:
-        before = [s.missing for s in await aw(reg.status(c))]
-        shas = await aw(reg.load(c))
-        after = [s.missing for s in await aw(reg.status(c))]
-        first = await aw(reg.call(c, "counted", ["n"], [2]))
-        flushed = await aw(reg.flush(c))
-        missing = [s.missing for s in await aw(reg.status(c))]
-        again = await aw(reg.call(c, "counted", ["n"], [3]))  # NOSCRIPT -> EVAL, once
-        killed = await aw(reg.kill(c))
-        return before, shas, after, first, flushed, missing, again, killed
-
-    before, shas, after, first, flushed, missing, again, killed = driver.on_server(
-        redis_server, body
-    )
+    c = driver.redis(redis_server.port)
+    before = [s.missing for s in driver.run(reg.status(c))]
+    shas = driver.run(reg.load(c))
+    after = [s.missing for s in driver.run(reg.status(c))]
+    first = driver.run(reg.call(c, "counted", ["n"], [2]))
+    flushed = driver.run(reg.flush(c))
+    missing = [s.missing for s in driver.run(reg.status(c))]
+    again = driver.run(reg.call(c, "counted", ["n"], [3]))  # NOSCRIPT -> EVAL, once
+    killed = driver.run(reg.kill(c))
     node = f"{redis_server.host}:{redis_server.port}"
     assert before == missing == [("counted", "fails", "slow")]
     assert shas == {"counted": COUNTED.sha, "fails": FAILS.sha, "slow": SLOW.sha}
@@ -69,31 +66,27 @@ def test_load_status_call_flush_kill(
 
 
 def test_script_error_is_the_same_error(
-    driver: Flavour, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
 ) -> None:
-    async def body(c: Any, aw: Await) -> None:
-        await aw(reg.call(c, "fails", ["k"]))
-
+    c = driver.redis(redis_server.port)
     with pytest.raises(ScriptRuntimeError, match=r"^fails:3: .*attempt to index"):
-        driver.on_server(redis_server, body)
+        driver.run(reg.call(c, "fails", ["k"]))
 
 
 def test_pipeline_after_a_flush_resends_only_the_failed_calls_once(
-    driver: Flavour, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
 ) -> None:
-    async def body(c: Any, aw: Await) -> tuple[list[Any], int, int, int, int]:
-        await aw(reg.load(c))
-        r.script_flush()  # behind the registry's back: it still thinks they are cached
-        pipe = reg.pipeline(c)
-        pipe.call("counted", ["a"], [1]).incr("hits").call("counted", ["b"], [2])
-        results = await aw(pipe.execute())
-        first = (pipe.last_round_trips, pipe.last_reloads)
-        pipe.call("counted", ["a"], [1]).incr("hits")
-        await aw(pipe.execute())
-        return results, *first, pipe.last_round_trips, pipe.last_reloads
-
+    c = driver.redis(redis_server.port)
+    driver.run(reg.load(c))
+    r.script_flush()  # behind the registry's back: it still thinks they are cached
     reset_stats(r)
-    results, trips, reloads, trips2, reloads2 = driver.on_server(redis_server, body)
+    pipe = reg.pipeline(c)
+    pipe.call("counted", ["a"], [1]).incr("hits").call("counted", ["b"], [2])
+    results = driver.run(pipe.execute())
+    trips, reloads = pipe.last_round_trips, pipe.last_reloads
+    pipe.call("counted", ["a"], [1]).incr("hits")
+    driver.run(pipe.execute())
+    trips2, reloads2 = pipe.last_round_trips, pipe.last_reloads
     assert results == [1, 1, 2]
     assert (trips, reloads) == (2, 2)  # one write, then the two NOSCRIPT'd calls as EVAL
     assert (trips2, reloads2) == (1, 0)  # steady state: one round trip, nothing re-sent
@@ -102,68 +95,54 @@ def test_pipeline_after_a_flush_resends_only_the_failed_calls_once(
 
 
 def test_transaction_pipeline_sends_eval_inside_multi(
-    driver: Flavour, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
 ) -> None:
-    async def body(c: Any, aw: Await) -> tuple[list[Any], int]:
-        pipe = reg.pipeline(c, transaction=True)
-        pipe.call("counted", ["t"], [5]).set("s", "x").get("s")
-        return await aw(pipe.execute()), pipe.last_round_trips
-
+    c = driver.redis(redis_server.port)
     reset_stats(r)
-    results, trips = driver.on_server(redis_server, body)
+    pipe = reg.pipeline(c, transaction=True)
+    pipe.call("counted", ["t"], [5]).set("s", "x").get("s")
+    results, trips = driver.run(pipe.execute()), pipe.last_round_trips
     assert results == [5, True, b"x"] and trips == 1
     assert calls(r, "eval") == 1 and calls(r, "evalsha") == 0 and calls(r, "exec") == 1
 
 
 def test_plain_client_on_a_cluster_node_names_the_cluster_client(
-    driver: Flavour, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
+    driver: Driver, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
 ) -> None:
     """A redirect reaches a plain client: the call did not run; both flavours raise the same
     ServerError naming the client to use (never a Redirect result, never another class)."""
-    slot = rc.keyslot("k")
-    owner = rc.nodes_manager.get_node_from_slot(slot).port
-    other = next(p for p in cluster.ports if p != owner)
-    server = ServerProcess(host="127.0.0.1", port=other, pid=0, directory="")
-
-    async def call(c: Any, aw: Await) -> Any:
-        return await aw(reg.call(c, "counted", ["k"], [1]))
-
-    async def pipeline(c: Any, aw: Await) -> list[Any]:
-        pipe = reg.pipeline(c)
-        pipe.call("counted", ["k"], [1])
-        out: list[Any] = await aw(pipe.execute(raise_on_error=False))
-        return out
-
+    owner = rc.nodes_manager.get_node_from_slot(rc.keyslot("k")).port
+    c = driver.redis(next(p for p in cluster.ports if p != owner))
     hint = r"^MOVED \d+ \S+: this server is a cluster node; use a cluster client"
     with pytest.raises(ServerError, match=hint) as raised:
-        driver.on_server(server, call)
+        driver.run(reg.call(c, "counted", ["k"], [1]))
     assert type(raised.value) is ServerError
-    (result,) = driver.on_server(server, pipeline)
-    assert type(result) is ServerError and inspect.cleandoc(str(result))
+    pipe = reg.pipeline(c)
+    pipe.call("counted", ["k"], [1]).call("counted", ["k"], [2])
+    results = driver.run(pipe.execute(raise_on_error=False))
+    assert [type(x) for x in results] == [ServerError, ServerError]
+    assert all(re_match(hint, str(x)) for x in results)
     assert rc.get("k") is None
 
 
 def test_cluster_call_and_pipeline_route_by_slot(
-    driver: Flavour, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
+    driver: Driver, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
 ) -> None:
     keys = [f"key{i}" for i in range(12)]
     nodes = {rc.nodes_manager.get_node_from_slot(rc.keyslot(k)).name for k in keys}
-
-    async def body(c: Any, aw: Await) -> tuple[Any, ...]:
-        single = await aw(reg.call(c, "counted", ["solo"], [7]))
-        pipe = reg.pipeline(c)
-        for k in keys:
-            pipe.call("counted", [k], [1])
-        pipe.incr("hits")
-        first = await aw(pipe.execute())
-        trips = pipe.last_round_trips
-        for k in keys:
-            pipe.call("counted", [k], [1])
-        second = await aw(pipe.execute())
-        status = await aw(reg.status(c))
-        return single, first, trips, second, pipe.last_round_trips, status
-
-    single, first, trips, second, trips2, status = driver.on_cluster(cluster, body)
+    c = driver.cluster(cluster.ports[0])
+    single = driver.run(reg.call(c, "counted", ["solo"], [7]))
+    pipe = reg.pipeline(c)
+    for k in keys:
+        pipe.call("counted", [k], [1])
+    pipe.incr("hits")
+    first = driver.run(pipe.execute())
+    trips = pipe.last_round_trips
+    for k in keys:
+        pipe.call("counted", [k], [1])
+    second = driver.run(pipe.execute())
+    trips2 = pipe.last_round_trips
+    status = driver.run(reg.status(c))
     assert single == 7
     assert first == [1] * 12 + [1] and second == [2] * 12
     assert len(nodes) == 3 and trips == trips2 == 3  # one round trip per node, loads inline
@@ -172,28 +151,24 @@ def test_cluster_call_and_pipeline_route_by_slot(
 
 
 def test_cross_slot_keys_are_refused_before_sending(
-    driver: Flavour, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
+    driver: Driver, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
 ) -> None:
-    async def transaction(c: Any, aw: Await) -> Any:
-        pipe = reg.pipeline(c, transaction=True)
-        pipe.call("counted", ["a"], [1]).call("counted", ["b"], [1])
-        return await aw(pipe.execute())
-
+    c = driver.cluster(cluster.ports[0])
+    pipe = reg.pipeline(c, transaction=True)
+    pipe.call("counted", ["a"], [1]).call("counted", ["b"], [1])
     with pytest.raises(CrossSlotError, match="one slot"):
-        driver.on_cluster(cluster, transaction)
+        driver.run(pipe.execute())
     assert rc.get("a") is None and rc.get("b") is None
 
 
 def test_a_timeout_after_sending_is_outcome_unknown_and_never_resent(
-    driver: Flavour, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
 ) -> None:
-    async def body(c: Any, aw: Await) -> Any:
-        await aw(reg.load(c))
-        return await aw(reg.call(c, "slow", ["ran"], [400]))
-
+    c = driver.redis(redis_server.port, socket_timeout=0.1)
+    driver.run(reg.load(c))
     try:
         with pytest.raises(OutcomeUnknown, match="outcome unknown"):
-            driver.on_server(redis_server, body, socket_timeout=0.1)
+            driver.run(reg.call(c, "slow", ["ran"], [400]))
     finally:
         deadline = time.monotonic() + 10
         while True:  # wait for the script to end (the server answers BUSY until then)
@@ -208,14 +183,14 @@ def test_a_timeout_after_sending_is_outcome_unknown_and_never_resent(
     assert ran == b"1"
 
 
-def test_nothing_listening_is_connection_failed(driver: Flavour, reg: ScriptRegistry) -> None:
-    server = ServerProcess(host="127.0.0.1", port=free_port(), pid=0, directory="")
-
-    async def body(c: Any, aw: Await) -> Any:
-        return await aw(reg.call(c, "counted", ["k"], [1]))
-
+def test_nothing_listening_is_connection_failed(driver: Driver, reg: ScriptRegistry) -> None:
+    c = driver.redis(free_port())
     with pytest.raises(ConnectionFailed, match="cannot connect"):
-        driver.on_server(server, body)
+        driver.run(reg.call(c, "counted", ["k"], [1]))
+    pipe = reg.pipeline(c)
+    pipe.call("counted", ["k"], [1])
+    with pytest.raises(ConnectionFailed, match="cannot connect"):
+        driver.run(pipe.execute())
 
 
 def test_the_two_transports_and_drivers_expose_the_same_methods() -> None:
@@ -232,11 +207,15 @@ def test_the_two_transports_and_drivers_expose_the_same_methods() -> None:
         "parser",
         "pending",
     }
-    assert public(sync.Driver) == public(aio.AsyncDriver, aio_names=True)
+    assert public(drivers.Driver) == public(drivers.AsyncDriver, aio_names=True)
     assert public(sync.session) == public(aio.async_session, aio_names=True)
-    assert set(inspect.signature(sync.drive).parameters) == set(
-        inspect.signature(aio.drive_async).parameters
+    assert set(inspect.signature(drivers.drive).parameters) == set(
+        inspect.signature(drivers.drive_async).parameters
     )
+
+
+def re_match(pattern: str, text: str) -> bool:
+    return re.match(pattern, text) is not None
 
 
 _DUNDERS = {"__enter__", "__exit__", "__aenter__", "__aexit__"}
@@ -265,3 +244,36 @@ def test_concurrent_threads_share_a_single_connection_client(
         t.join()
     c.close()
     assert errors == []
+
+
+def test_a_session_the_caller_holds_survives_release(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """The registry's fast path lends its session to the driver; a Release in the steps
+    must not drop it: the steps go on on the caller's connection (an asyncio
+    single-connection client would otherwise wait on the lock its caller holds)."""
+    from luapipe.wire.routing import Locate, Release, Send, Steps
+
+    c = redis.Redis(host=redis_server.host, port=redis_server.port)
+
+    def steps() -> Steps[tuple[Any, Any]]:
+        node = yield Locate(None)
+        (first,) = yield Send([("CLIENT", "ID")], node)
+        yield Release()
+        node = yield Locate(None)
+        (second,) = yield Send([("CLIENT", "ID")], node)
+        return first, second
+
+    out: list[Any] = []
+
+    def work() -> None:
+        with sync.session(c) as s:
+            out.append(drivers.Driver(c, s).run(steps()))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the driver waited on the caller's own connection"
+    ((first, second),) = out
+    assert first == second
+    c.close()

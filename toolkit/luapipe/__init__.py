@@ -42,8 +42,10 @@ from luapipe.operations.verify import Case, Mismatch, VerifyReport, verify
 from luapipe.scripts.deploy import DeployReport, Drift, deploy
 from luapipe.scripts.lint import LintIssue, lint_scripts
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
+from luapipe.scripts.problems import ScriptProblem
 from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.scripts.script import LuaScript, Param
+from luapipe.wire.policy import RetryPolicy
 
 __all__ = [
     "AsyncScriptPipeline",
@@ -71,10 +73,12 @@ __all__ = [
     "Param",
     "ReadOnlyError",
     "Recommendation",
+    "RetryPolicy",
     "RunResult",
     "Safety",
     "ScriptError",
     "ScriptPipeline",
+    "ScriptProblem",
     "ScriptRegistry",
     "ScriptRuntimeError",
     "ScriptState",

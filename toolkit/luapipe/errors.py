@@ -103,6 +103,9 @@ class LockFileError(LuapipeError):
 class ServerError(LuapipeError):
     """The server answered with an error reply."""
 
+    #: set by luapipe.wire when the reply was a cluster redirect (the request did not run)
+    redirect: object = None
+
 
 class ScriptRuntimeError(ServerError):
     """A script raised an error while running (message names file:line when known)."""

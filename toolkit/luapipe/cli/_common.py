@@ -57,12 +57,13 @@ def client(url: str | None) -> redis.Redis:
     return client_from_url(resolved, cluster=cluster)
 
 
-def registry(directory: str | None) -> ScriptRegistry:
-    """``--dir``, else ./scripts_lua, else the bundled library."""
+def registry(directory: str | None, *, strict: bool = True) -> ScriptRegistry:
+    """``--dir``, else ./scripts_lua, else the bundled library (``strict=False``: broken
+    scripts are set aside in ``problems``)."""
     if directory is None:
         local = Path("scripts_lua")
-        return ScriptRegistry.from_directory(local if local.is_dir() else None)
-    return ScriptRegistry.from_directory(directory)
+        return ScriptRegistry.from_directory(local if local.is_dir() else None, strict=strict)
+    return ScriptRegistry.from_directory(directory, strict=strict)
 
 
 def registry_dir() -> Path:

@@ -13,9 +13,9 @@ import click
 from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError
 from luapipe.scripts.deploy import LOCK_NAME, deploy
-from luapipe.scripts.lint import lint_scripts, luac_available
-from luapipe.scripts.loader import discover
+from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
 
 __all__ = ["COMMANDS"]
 
@@ -29,54 +29,83 @@ def scripts() -> None:
 @common.dir_option
 @common.json_option
 def scripts_list(directory: str | None, as_json: bool) -> None:
-    """List the scripts with their keys, args, flags and SHA (no server needed)."""
-    reg = common.registry(directory)
-    rows: list[dict[str, Any]] = [
-        {
-            "name": s.name,
-            "sha": s.sha,
-            "keys": None
-            if s.keys is None
-            else [p.name + ("..." if p.variadic else "") for p in s.keys],
-            "args": None
-            if s.args is None
-            else [p.name + ("..." if p.variadic else "") for p in s.args],
-            "flags": list(s.flags),
-            "path": s.path,
-            "description": s.description,
-        }
-        for s in reg
-    ]
+    """List the scripts with their keys, args, flags and SHA (no server needed); a script
+    that cannot be used is listed with its problem, and the exit code is then 1."""
+    reg = common.registry(directory, strict=False)
+    rows: list[dict[str, Any]] = [_list_row(s) for s in reg]
+    rows += [{"name": p.name, "path": p.path, "problem": p.message} for p in reg.problems]
+    rows.sort(key=lambda row: row["name"])
     if as_json:
         common.emit_json(rows)
-        return
-    width = common.name_width(row["name"] for row in rows)
-    for row in rows:
-        keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
-        args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
-        flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
-        click.echo(f"{row['name']:<{width}} {row['sha'][:12]}  keys: {keys}  args: {args}{flags}")
+    else:
+        width = common.name_width(row["name"] for row in rows)
+        for row in rows:
+            click.echo(f"{row['name']:<{width}} {_list_text(row)}")
+        if reg.problems:
+            n = len(reg.problems)
+            click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)
+    if reg.problems:
+        sys.exit(1)
+
+
+def _list_row(s: LuaScript) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "sha": s.sha,
+        "keys": None if s.keys is None else [p.display for p in s.keys],
+        "args": None if s.args is None else [p.display for p in s.args],
+        "flags": list(s.flags),
+        "path": s.path,
+        "description": s.description,
+        "problem": None,
+    }
+
+
+def _list_text(row: dict[str, Any]) -> str:
+    if row["problem"] is not None:
+        return f"BROKEN        {row['problem']}"
+    keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
+    args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
+    flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
+    return f"{row['sha'][:12]}  keys: {keys}  args: {args}{flags}"
 
 
 @scripts.command("lint")
 @common.dir_option
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    type=click.Choice(list(TARGETS)),
+    help="Also check portability to this server (repeat for several).",
+)
 @common.json_option
-def scripts_lint(directory: str | None, as_json: bool) -> None:
-    """Compile every script without a server; flag undeclared KEYS/ARGV and globals."""
-    found = discover(Path(directory) if directory else common.registry_dir())
-    issues = lint_scripts(found)
+def scripts_lint(directory: str | None, targets: tuple[str, ...], as_json: bool) -> None:
+    """Check every script without a server: compile, luacheck (undefined globals, unused
+    names, shadowing, unreachable code), KEYS/ARGV against the header; exit 1 on errors."""
+    report = lint_directory(
+        Path(directory) if directory else common.registry_dir(), targets=targets
+    )
     if as_json:
         common.emit_json(
-            [{"location": i.location, "severity": i.severity, "message": i.message} for i in issues]
+            [
+                {
+                    "location": i.location,
+                    "severity": i.severity,
+                    "code": i.code,
+                    "message": i.message,
+                }
+                for i in report.issues
+            ]
         )
     else:
-        for issue in issues:
+        for issue in report.issues:
             click.echo(str(issue))
-        note = "" if luac_available() else " (globals not checked: luac5.1 not installed)"
         click.echo(
-            f"{common.plural(len(found), 'script')}, {common.plural(len(issues), 'problem')}{note}"
+            f"{common.plural(report.files, 'script')}, {common.plural(report.errors, 'error')}, "
+            f"{common.plural(report.warnings, 'warning')}"
         )
-    if any(i.severity == "error" for i in issues):
+    if report.errors:
         sys.exit(1)
 
 
@@ -225,9 +254,11 @@ def deploy_cmd(
     elif check:
         for d in report.drift:
             click.echo(str(d))
-        verdict = "no drift" if report.ok else f"{len(report.drift)} drift"
-        nodes = ", ".join(report.nodes)
-        click.echo(f"{verdict}: {len(report.scripts)} scripts, nodes {nodes}")
+        scope = f"{common.plural(len(report.scripts), 'script')}, nodes {', '.join(report.nodes)}"
+        if report.ok:
+            click.echo(f"no drift: {scope}")
+        else:
+            click.echo(f"drift: {common.plural(len(report.drift), 'difference')} ({scope})")
     else:
         width = common.name_width(name for name, _ in report.scripts)
         for name, sha in report.scripts:
@@ -235,7 +266,8 @@ def deploy_cmd(
         state = "written" if report.lock_written else "unchanged"
         nodes = ", ".join(report.nodes)
         click.echo(
-            f"deployed {len(report.scripts)} scripts to {nodes}; lock {report.lock_path} {state}"
+            f"deployed {common.plural(len(report.scripts), 'script')} to {nodes}; "
+            f"lock {report.lock_path} {state}"
         )
     if not report.ok:
         sys.exit(1)

@@ -40,7 +40,7 @@ from luapipe.errors import (
     ServerError,
 )
 from luapipe.operations import clientforms, serverforms
-from luapipe.operations.clusterforms import ATTEMPTS, _form_did_not_run, group, plan_slot, settle
+from luapipe.operations.clusterforms import ATTEMPTS, group, plan_slot, settle
 from luapipe.operations.plan import Env, Plan, RunResult, drive_async
 from luapipe.wire import sync as transport
 from luapipe.wire._legacy import node_by_address_async as node_by_address
@@ -48,6 +48,7 @@ from luapipe.wire._legacy import on_slot_node_async
 from luapipe.wire._legacy import refresh_later_async as _refresh_later
 from luapipe.wire.aio import AsyncSession, node_session
 from luapipe.wire.aio import node_for as _node_for
+from luapipe.wire.policy import DEFAULT
 
 T = TypeVar("T")
 
@@ -225,8 +226,6 @@ async def _on_slot_node(
         client,
         plan_slot(plan, client, env),  # CrossSlotError before sending
         run,
-        _form_did_not_run,
-        attempts=ATTEMPTS,
         what=repr(plan.name),
     )
 
@@ -283,5 +282,5 @@ async def transaction_async(
                 trips += s.round_trips
         if ok:
             return RunResult(ret, "transaction", trips, attempt)
-        await asyncio.sleep(clientforms.backoff(attempt))
+        await asyncio.sleep(DEFAULT.watch_delay(attempt))
     raise clientforms.aborted(plan, max_retries)

@@ -7,12 +7,11 @@ step; then every write is attempted and the first failure raised after the rest 
 Each form is written once, as I/O-free :data:`~luapipe.operations.plan.Steps` (``naive_steps``,
 ``pipelined_steps``, ``transaction_steps``); :func:`~luapipe.operations.plan.drive` sends them on a
 sync session and :mod:`luapipe.operations.aio_forms` on an async one. The WATCH retry policy
-(:func:`backoff`, :func:`aborted`) is shared the same way.
+(:meth:`~luapipe.wire.policy.RetryPolicy.watch_delay`, :func:`aborted`) is shared the same way.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -33,13 +32,13 @@ from luapipe.operations.plan import (
     encode,
 )
 from luapipe.wire import sync as transport
+from luapipe.wire.policy import DEFAULT
 
 __all__ = [
     "STEPS",
     "Batch",
     "aborted",
     "apply_reads",
-    "backoff",
     "commands",
     "compute",
     "exec_replies",
@@ -181,11 +180,6 @@ def transaction_steps(plan: Plan, env: Env) -> Steps[tuple[bool, Any]]:
 STEPS = {"naive": naive_steps, "pipelined": pipelined_steps}
 
 
-def backoff(attempt: int) -> float:
-    """Seconds to wait after WATCH aborted attempt ``attempt`` (0-based): jittered, capped."""
-    return random.uniform(0, min(0.05, 0.0005 * 2**attempt))
-
-
 def aborted(plan: Plan, max_retries: int) -> TransactionAborted:
     return TransactionAborted(
         f"{plan.name}: WATCH failed {max_retries + 1} times in a row (heavy contention); "
@@ -218,5 +212,5 @@ def transaction(
             trips += s.round_trips
         if ok:
             return RunResult(ret, "transaction", trips, attempt)
-        time.sleep(backoff(attempt))
+        time.sleep(DEFAULT.watch_delay(attempt))
     raise aborted(plan, max_retries)

@@ -22,16 +22,14 @@ from typing import Any, TypeVar
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
-    LuapipeError,
-    OutcomeUnknown,
-    ScriptRuntimeError,
     ServerError,
 )
 from luapipe.operations import clientforms, serverforms
 from luapipe.operations.plan import Env, Plan, RunResult, bind, plan_of, to_wire
 from luapipe.wire import _legacy as cluster
 from luapipe.wire import sync as transport
-from luapipe.wire._legacy import ask_target
+from luapipe.wire.policy import DEFAULT
+from luapipe.wire.replies import Redirect
 
 __all__ = [
     "ATTEMPTS",
@@ -46,8 +44,7 @@ __all__ = [
     "settle",
 ]
 
-ATTEMPTS = 6
-_REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+ATTEMPTS = DEFAULT.redirects
 
 
 N = TypeVar("N")
@@ -89,9 +86,10 @@ def settle(
     retry: list[int] = []
     for i, reply in zip(idx, out, strict=True):
         ask = None
-        if isinstance(reply, transport.ReplyError) and reply.is_redirect:
+        redirect = Redirect.of(reply)
+        if redirect is not None:
             retry.append(i)
-            ask = ask_target(reply.text)
+            ask = redirect.ask
         else:
             replies[i] = reply
         if asks is not None:
@@ -239,34 +237,11 @@ def routed_session(client: Any) -> Iterator[transport.Session]:
             yield s
 
 
-def _redirect_of(exc: LuapipeError) -> str | None:
-    """The redirect reply text inside an error raised for one (the call did not run)."""
-    text = str(exc).split("failed: ", 1)[-1]
-    return text if text.startswith(_REDIRECTS) else None
-
-
 def _on_slot_node(plan: Plan, client: Any, env: Env, run: Callable[[Any, bool], T]) -> T:
     """``run(node, asking)`` on the node owning the call's slot (see
     :func:`luapipe.wire.routing.on_slot_node`). A call that may have run
     (:class:`OutcomeUnknown`) is never sent again."""
-    return cluster.on_slot_node(
-        client,
-        plan_slot(plan, client, env),
-        run,
-        _form_did_not_run,
-        attempts=ATTEMPTS,
-        what=repr(plan.name),
-    )
-
-
-def _form_did_not_run(exc: Exception) -> str | None:
-    """A connection refused before sending (""), or a redirect reply raised as a form's
-    error (its text); anything else, OutcomeUnknown above all, is not retried."""
-    if isinstance(exc, OutcomeUnknown):
-        return None
-    if isinstance(exc, ConnectionFailed):
-        return ""
-    return _redirect_of(exc) if isinstance(exc, ScriptRuntimeError | ServerError) else None
+    return cluster.on_slot_node(client, plan_slot(plan, client, env), run, what=repr(plan.name))
 
 
 def run_cluster(plan: Plan, client: Any, form: str, env: Env, max_retries: int) -> RunResult:

@@ -32,8 +32,8 @@ from luapipe.operations import steps
 from luapipe.operations.model import FORMS as FORM_NAMES
 from luapipe.operations.plan import Batches, Env, Plan, RunResult, bind, to_wire, wire
 from luapipe.scripts.calls import call_steps
-from luapipe.wire.aio import AsyncDriver
 from luapipe.wire.clients import require_async_client, require_sync_client
+from luapipe.wire.drivers import AsyncDriver, Driver
 from luapipe.wire.policy import DEFAULT, RetryPolicy, policy_of
 from luapipe.wire.replies import Redirect
 from luapipe.wire.routing import (
@@ -45,7 +45,6 @@ from luapipe.wire.routing import (
     routed,
     slot_of,
 )
-from luapipe.wire.sync import Driver
 
 __all__ = ["FORMS", "execute_routed", "form_steps", "invariant", "run", "run_async"]
 

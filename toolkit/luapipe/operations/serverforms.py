@@ -86,7 +86,7 @@ _FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_
 def _function_reply(plan: Plan, reply: Any) -> Any:
     if isinstance(reply, transport.ReplyError):
         text = _FN_WHERE.sub("", reply.text)
-        if text.startswith(("BUSY", "READONLY", "CROSSSLOT", "NOPERM")):
-            transport.raise_for(reply)
+        if reply.is_redirect or text.startswith(("BUSY", "READONLY", "CROSSSLOT", "NOPERM")):
+            transport.raise_for(reply)  # a redirect's error carries it, typed (did not run)
         raise ScriptRuntimeError(f"function {plan.function_name} failed: {text}")
     return wire(reply)

@@ -1,7 +1,7 @@
 """The registry's server work as I/O-free steps: load, status, flush, kill, call, execute.
 
 Each function returns :data:`~luapipe.wire.routing.Steps`; the registry and the pipelines
-run them with :func:`luapipe.wire.sync.drive` or :func:`luapipe.wire.aio.drive_async`, so a
+run them with :func:`luapipe.wire.drivers.drive` or :func:`~luapipe.wire.drivers.drive_async`, so a
 sync and an asyncio client get the same commands, the same reply handling, the same
 redirect and retry decisions and the same errors.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from luapipe.errors import ConnectionFailed, CrossSlotError, LuapipeError, ServerError
+from luapipe.errors import CrossSlotError, LuapipeError, ServerError
 from luapipe.scripts.protocol import (
     Entry,
     KnownScripts,
@@ -25,18 +25,17 @@ from luapipe.scripts.protocol import (
     script_result,
 )
 from luapipe.scripts.script import LuaScript
-from luapipe.wire.policy import RetryPolicy, did_not_run
+from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
-    LocateMany,
     Nodes,
     Refresh,
     Send,
     SendEach,
     SlotsOf,
     Steps,
-    gather,
     on_slot_node,
+    per_node,
     slot_of,
 )
 
@@ -246,67 +245,19 @@ def execute_steps(
     transaction: bool,
     cluster: bool,
 ) -> Steps[tuple[list[Any], int]]:
-    """A pipeline's entries, one :class:`Plan` per node; (results in queue order, calls
-    re-sent after NOSCRIPT). Entries that did not run (a redirect, a node that refused the
-    connection) are routed again; anything that may have run is never re-sent."""
+    """A pipeline's entries, one :class:`Plan` per node (:func:`per_node`); (results in
+    queue order, calls re-sent after NOSCRIPT). Entries that did not run (a redirect, a
+    node that refused the connection) are routed again; anything that may have run is
+    never re-sent."""
     slots = (yield from _slots(entries, transaction)) if cluster else [None] * len(entries)
-    results: list[Any] = [None] * len(entries)
     reloads = 0
-    pending = list(range(len(entries)))
-    asks: dict[int, str] = {}  # entry -> the node an ASK named (its slot is migrating)
-    retry: dict[int, Redirect | ConnectionFailed] = {}
-    for attempt in range(policy.redirects):
-        routed = [i for i in pending if i not in asks]
-        nodes = (yield LocateMany(tuple(slots[i] for i in routed))) if routed else []
-        groups: dict[tuple[str, bool], list[int]] = {}
-        for i, node in zip(routed, nodes, strict=True):
-            groups.setdefault((node, False), []).append(i)
-        for i in pending:
-            if i in asks:
-                groups.setdefault((asks[i], True), []).append(i)
-        plans = {
-            key: Plan([entries[i] for i in idx], known, key[0], transaction=transaction)
-            for key, idx in groups.items()
-        }
-        outcomes = yield from gather({k: plan_steps(p, k[0], k[1]) for k, p in plans.items()})
-        retry = {}
-        failure: LuapipeError | None = None
-        for key, idx in groups.items():
-            outcome = outcomes[key]
-            if isinstance(outcome, LuapipeError):
-                cause = did_not_run(outcome)
-                if cause is None:  # it may have run: never re-sent
-                    failure = failure or outcome
-                    results_of = [outcome] * len(idx)
-                else:
-                    retry.update((i, cause) for i in idx)
-                    continue
-            else:
-                reloads += plans[key].reloads
-                results_of = plans[key].results
-            for i, r in zip(idx, results_of, strict=True):
-                results[i] = r
-                if isinstance(r, Redirect):
-                    retry[i] = r
-        if failure is not None:  # the other nodes' parts ran; nothing is re-sent
-            raise failure
-        if not retry:
-            return results, reloads
-        pending = sorted(retry)
-        asks = {i: a for i, c in retry.items() if isinstance(c, Redirect) and (a := c.ask)}
-        # an ASK goes on at once; any other cause waits for the slot map to be re-read
-        cause = next((c for i, c in retry.items() if i not in asks), retry[pending[0]])
-        try:
-            yield Refresh(cause, policy.refresh_delay(attempt))
-        except LuapipeError as exc:  # a plain client: no slot map to re-read
-            if exc is cause:
-                raise
-            for i in pending:
-                results[i] = exc
-            return results, reloads
-    for i in pending:
-        results[i] = ServerError(
-            f"no node would take this command after {policy.redirects} attempts; "
-            f"it did not run: {retry[i]}"
-        )
+
+    def part(node: str, asking: bool, idx: list[int]) -> Steps[list[Any]]:
+        nonlocal reloads
+        plan = Plan([entries[i] for i in idx], known, node, transaction=transaction)
+        yield from plan_steps(plan, node, asking)
+        reloads += plan.reloads
+        return plan.results
+
+    results = yield from per_node(slots, part, policy)
     return results, reloads

@@ -1,146 +1,206 @@
-"""Check scripts without a server: compile (Lua 5.1 through lupa), globals, declared keys.
+"""Check scripts without a server: compile, luacheck, the header, and portability.
 
-- Compile errors name ``file:line`` (template lines are mapped back); a file that fails to
-  compile and holds Jinja2 syntax without the ``-- @template`` opt-in gets a hint.
-- Global assignments (Redis refuses them at run time) are found with ``luac5.1 -l`` when
-  it is installed; otherwise a note says they were not checked.
-- ``KEYS[n]``/``ARGV[n]`` beyond what the header declares are flagged.
+- Compile errors (Lua 5.1 through lupa, as Redis compiles) name ``file:line`` (template
+  lines are mapped back); a file that fails to compile and holds Jinja2 syntax without the
+  ``-- @template`` opt-in gets a hint. A script that does not compile is not checked further.
+- luacheck, with a standard describing the server's Lua environment
+  (:mod:`luapipe.scripts.luacheck`): undefined globals read or written (errors: Redis
+  refuses them at run time), unused variables and arguments, shadowing, unreachable code
+  (warnings). Each finding is ``file:line:col`` with luacheck's code (``W113``).
+- ``KEYS[n]``/``ARGV[n]`` beyond what the header declares (``LP101``), read from the Lua
+  tokens, so comments and strings never count.
+- With ``targets`` (``redis-7.0``, ``redis-7.4``, ``redis-8.2``, ``valkey-8``,
+  ``dragonfly``): the environment of each target instead of the base one (a finding that
+  holds on only some targets names them), a no-op ``replicate_commands`` (``LP201``) and keys
+  not passed through ``KEYS`` (``LP202``).
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from luapipe.errors import ScriptSyntaxError
-from luapipe.scripts.script import LuaScript
+from luapipe.errors import LuapipeError
+from luapipe.scripts.compiler import compile_check, compile_error, compile_problems, opt_in_hint
+from luapipe.scripts.header import Signature
+from luapipe.scripts.loader import scan
+from luapipe.scripts.luacheck import Finding, luacheck_path, run_luacheck
+from luapipe.scripts.luaenv import BASE, TARGETS, why
+from luapipe.scripts.luatokens import indexes, tokens
+from luapipe.scripts.portability import portability
+from luapipe.scripts.problems import ScriptProblem
+from luapipe.scripts.script import LuaScript, one_line
 
-__all__ = ["LintIssue", "compile_check", "lint_scripts", "luac_available"]
+__all__ = [
+    "TARGETS",
+    "LintIssue",
+    "LintReport",
+    "compile_check",
+    "compile_problems",
+    "lint_directory",
+    "lint_scripts",
+    "luac_available",
+    "luacheck_available",
+]
 
-_LINE_RE = re.compile(r"user_script:(\d+):\s*(.*)")
-_SETGLOBAL_RE = re.compile(r"\[(\d+)\]\s+SETGLOBAL\s+\S+\s+\S+\s+;\s+(\S+)")
-_INDEX_RE = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+_UNDEFINED = re.compile(r"(?:variable|field) '(?P<name>[^']+)'(?: of global '(?P<glob>[^']+)')?")
+SYNTAX = "LP001"
+UNREADABLE = "LP002"
+BEYOND_HEADER = "LP101"
 
 
 @dataclass(frozen=True)
 class LintIssue:
-    """One finding: ``severity`` is "error" (will not load/run) or "warning"."""
+    """One finding: ``severity`` is "error" (will not load or run) or "warning";
+    ``location`` is ``file:line`` or ``file:line:col``; ``code`` is luacheck's (``W211``)
+    or luapipe's own (``LP...``)."""
 
     location: str
     severity: str
     message: str
+    code: str = ""
 
     def __str__(self) -> str:
-        return f"{self.location}: {self.severity}: {self.message}"
+        code = f" {self.code}" if self.code else ""
+        return f"{self.location}: {self.severity}{code}: {self.message}"
 
 
-def _compilable(source: str) -> str:
-    """Redis drops a ``#!lua`` line but counts it as line 1: keep the numbering."""
-    if source.startswith("#!"):
-        return "\n" + source.split("\n", 1)[1] if "\n" in source else ""
-    return source
+def _severity(finding: Finding) -> str:
+    """Syntax and globals (1xx) are errors: Redis refuses a new global and raises on a
+    missing one. Everything else is a warning."""
+    return "error" if finding.code.startswith("E") or finding.code[1] == "1" else "warning"
 
 
-@functools.cache
-def _loadstring() -> Any:
-    """Lua 5.1's ``loadstring`` (Redis runs Lua 5.1), created once."""
-    from lupa import lua51
-
-    return lua51.LuaRuntime(register_eval=False, encoding=None).eval("loadstring")
-
-
-def compile_error(script: LuaScript) -> tuple[int, str] | None:
-    """``(line, message)`` of the first compile error, or None."""
-    result = _loadstring()(_compilable(script.source).encode("utf-8"), b"=user_script")
-    if isinstance(result, tuple) and len(result) > 1 and result[0] is None:
-        # Bytes: Lua may quote half of a multi-byte character ("near '\xe2'").
-        text = bytes(result[1]).decode("utf-8", "backslashreplace")
-        m = _LINE_RE.search(text)
-        return (int(m[1]), m[2]) if m else (1, text)
-    return None
+def _explained(finding: Finding) -> str:
+    m = _UNDEFINED.search(finding.message)
+    if finding.code in ("W113", "W143", "W111", "W142") and m is not None:
+        name = f"{m['glob']}.{m['name']}" if m["glob"] else m["name"]
+        reason = why(name)
+        if reason:
+            return f"{finding.message} ({reason})"
+    return finding.message
 
 
-_JINJA_MARKERS = ("{%", "{{", "{#")
-_OPT_IN_HINT = (
-    " (hint: this file is sent as written; to render it with Jinja2 add the header line "
-    "'-- @template')"
-)
+def _keeps(finding: Finding) -> bool:
+    """Redis lets a script write into its own ``KEYS``/``ARGV`` tables."""
+    return not (finding.code == "W122" and finding.message.endswith(("'KEYS'", "'ARGV'")))
 
 
-def _hint(script: LuaScript) -> str:
-    """A plain file that fails to compile may be a template that forgot to opt in."""
-    if script.template or not any(m in script.source for m in _JINJA_MARKERS):
-        return ""
-    return _OPT_IN_HINT
+def _luacheck_issues(scripts: Sequence[LuaScript], targets: Sequence[str]) -> list[list[Any]]:
+    """Per script: ``(line, col, severity, code, message)`` from luacheck, once per target
+    (a finding that holds on only some of several targets names them)."""
+    envs = {t: TARGETS[t].env for t in targets} or {"": BASE}
+    seen: list[dict[tuple[int, int, str, str], list[str]]] = [{} for _ in scripts]
+    for target, env in envs.items():
+        for i, findings in enumerate(run_luacheck([s.source for s in scripts], env)):
+            for f in filter(_keeps, findings):
+                seen[i].setdefault((f.line, f.col, f.code, _explained(f)), []).append(target)
+    out: list[list[Any]] = []
+    for per_script in seen:
+        rows = []
+        for (line, col, code, message), where in per_script.items():
+            if len(where) < len(envs):
+                message += f" (on {', '.join(where)})"
+            severity = _severity(Finding(line, col, code, message))
+            rows.append([line, col, severity, code, message])
+        out.append(rows)
+    return out
 
 
-def compile_check(scripts: Iterable[LuaScript]) -> None:
-    """Raise :class:`ScriptSyntaxError` (file:line) for the first script that won't compile."""
-    for script in scripts:
-        err = compile_error(script)
-        if err is not None:
-            line, message = err
-            where = script.file_line(line)
-            raise ScriptSyntaxError(
-                f"{where}: Lua syntax error: {message}{_hint(script)}",
-                path=script.path or script.name,
-                line=line,
-            )
-
-
-def _globals(script: LuaScript, luac: str) -> list[LintIssue]:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=True) as tmp:
-        tmp.write(_compilable(script.source))
-        tmp.flush()
-        out = subprocess.run([luac, "-p", "-l", tmp.name], capture_output=True, text=True)
-    return [
-        LintIssue(script.file_line(int(m[1])), "error", f"assigns global {m[2]!r} (use local)")
-        for m in _SETGLOBAL_RE.finditer(out.stdout)
-    ]
-
-
-def _indexes(script: LuaScript) -> list[LintIssue]:
-    issues: list[LintIssue] = []
-    for lineno, line in enumerate(script.source.splitlines(), start=1):
-        code = line.split("--", 1)[0]
-        for m in _INDEX_RE.finditer(code):
-            params = script.keys if m[1] == "KEYS" else script.args
-            if params is None or (params and params[-1].variadic):
-                continue
-            if int(m[2]) > len(params):
-                kind = "key" if m[1] == "KEYS" else "arg"
-                issues.append(
-                    LintIssue(
-                        script.file_line(lineno),
-                        "error",
-                        f"uses {m[0]} but the header declares {len(params)} @{kind}",
-                    )
-                )
-    return issues
-
-
-def lint_scripts(scripts: Iterable[LuaScript]) -> list[LintIssue]:
-    """Every finding for every script, in order; an empty list means clean."""
-    luac = shutil.which("luac5.1")
-    issues: list[LintIssue] = []
-    for script in scripts:
-        err = compile_error(script)
-        if err is not None:
-            issues.append(
-                LintIssue(script.file_line(err[0]), "error", f"Lua syntax: {err[1]}{_hint(script)}")
-            )
+def _beyond_header(script: LuaScript, toks: list[Any]) -> list[list[Any]]:
+    rows = []
+    for tok, n in indexes(toks):
+        params = script.keys if tok.text == "KEYS" else script.args
+        if params is None:
             continue
-        if luac:
-            issues.extend(_globals(script, luac))
-        issues.extend(_indexes(script))
-    return issues
+        most = Signature(params).maximum
+        if most is not None and n > most:
+            kind = "key" if tok.text == "KEYS" else "arg"
+            declared = f"{most} @{kind}{'' if most == 1 else 's'}"
+            rows.append(
+                [
+                    tok.line,
+                    tok.col,
+                    "error",
+                    BEYOND_HEADER,
+                    f"uses {tok.text}[{n}] but the header declares {declared}",
+                ]
+            )
+    return rows
+
+
+def lint_scripts(scripts: Iterable[LuaScript], *, targets: Sequence[str] = ()) -> list[LintIssue]:
+    """Every finding for every script, in order; an empty list means clean.
+
+    Needs luacheck (:class:`~luapipe.errors.EnvironmentProblem` without it); ``targets``
+    are names of :data:`TARGETS`.
+    """
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise LuapipeError(f"unknown target {unknown[0]!r}; known: {', '.join(TARGETS)}")
+    scripts = list(scripts)
+    issues: list[LintIssue] = []
+    compiled = []
+    for script in scripts:
+        err = compile_error(script)
+        if err is None:
+            compiled.append(script)
+        else:
+            message = f"Lua syntax: {err[1]}{opt_in_hint(script)}"
+            issues.append(LintIssue(script.file_line(err[0]), "error", message, SYNTAX))
+    checked = _luacheck_issues(compiled, targets)
+    for script, rows in zip(compiled, checked, strict=True):
+        toks = tokens(script.source)
+        rows = rows + _beyond_header(script, toks)
+        rows += [list(p) for p in portability(script.source, toks, targets)]
+        for line, col, severity, code, message in sorted(rows, key=lambda r: (r[0], r[1])):
+            location = f"{script.file_line(line)}:{col}"
+            issues.append(LintIssue(location, severity, message, code))
+    order = {s.path or s.name: i for i, s in enumerate(scripts)}
+    return sorted(issues, key=lambda i: order.get(i.location.split(":", 1)[0], 0))
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """Every script file of a directory (``files``) and the findings, in file order."""
+
+    files: int
+    issues: tuple[LintIssue, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for i in self.issues if i.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return len(self.issues) - self.errors
+
+
+def _unreadable(problem: ScriptProblem) -> LintIssue:
+    """A file that is not a script at all (name, header, encoding, template) as a finding."""
+    shown = one_line(problem.path)
+    m = re.match(re.escape(shown) + r"(?::\d+)?: ", problem.message)
+    if m is None:
+        return LintIssue(shown, "error", problem.message, UNREADABLE)
+    return LintIssue(m[0][:-2], "error", problem.message[m.end() :], UNREADABLE)
+
+
+def lint_directory(directory: str | Path, *, targets: Sequence[str] = ()) -> LintReport:
+    """Lint every script file of ``directory``: the files that cannot be read as scripts
+    are findings too, so one run reports everything."""
+    found = scan(directory)
+    issues = [*map(_unreadable, found.problems), *lint_scripts(found.scripts, targets=targets)]
+    issues.sort(key=lambda i: i.location.split(":", 1)[0])
+    return LintReport(len(found.scripts) + len(found.problems), tuple(issues))
+
+
+def luacheck_available() -> bool:
+    return luacheck_path() is not None
 
 
 def luac_available() -> bool:
-    return shutil.which("luac5.1") is not None
+    """Kept for callers of the old lint (globals are now checked by luacheck)."""
+    return luacheck_available()

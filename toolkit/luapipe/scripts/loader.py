@@ -23,14 +23,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
+from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.script import LuaScript, parse_header
 
-__all__ = ["discover", "is_template", "load_file"]
+__all__ = ["DirectoryScan", "discover", "is_template", "load_file", "scan"]
 
 _INCLUDE_LINE = re.compile(r"^\s*\{%-?\s*include\s+['\"](?P<name>[^'\"]+)['\"]\s*-?%\}\s*$")
 
@@ -50,7 +52,8 @@ def _line_map(template: str, rendered: str, env: jinja2.Environment) -> list[int
         m = _INCLUDE_LINE.match(line)
         if m is not None:
             included = env.loader.get_source(env, m["name"])[0] if env.loader else ""
-            mapping.extend([lineno] * max(1, len(included.rstrip("\n").splitlines())))
+            # a snippet ending in a newline leaves an empty line before the next one
+            mapping.extend([lineno] * max(1, len(included.split("\n"))))
         else:
             mapping.append(lineno)
     extra = len(rendered.splitlines()) - len(mapping)
@@ -90,10 +93,37 @@ def _environment(directory: Path) -> jinja2.Environment:
     )
 
 
-def discover(directory: str | Path) -> list[LuaScript]:
-    """All scripts in ``directory`` (top level, sorted by name)."""
+@dataclass(frozen=True)
+class DirectoryScan:
+    """Every script file of a directory: the ones that could be read, and why the others
+    could not (bad name, header, encoding or template)."""
+
+    scripts: tuple[LuaScript, ...]
+    problems: tuple[ScriptProblem, ...]
+
+
+def scan(directory: str | Path) -> DirectoryScan:
+    """Read every top-level ``*.lua`` of ``directory`` (sorted by name), keeping going past
+    broken files so that all of them are reported at once."""
     d = Path(directory)
     if not d.is_dir():
         raise ScriptError(f"{d}: no such scripts directory")
     env = _environment(d)
-    return [load_file(p, env) for p in sorted(d.glob("*.lua")) if not p.name.startswith("_")]
+    scripts: list[LuaScript] = []
+    problems: list[ScriptProblem] = []
+    for p in sorted(d.glob("*.lua")):
+        if p.name.startswith("_"):
+            continue
+        try:
+            scripts.append(load_file(p, env))
+        except ScriptError as exc:
+            problems.append(ScriptProblem.of(p.stem, str(p), exc))
+    return DirectoryScan(tuple(scripts), tuple(problems))
+
+
+def discover(directory: str | Path) -> list[LuaScript]:
+    """All scripts in ``directory`` (top level, sorted by name); one error lists every file
+    that cannot be read."""
+    found = scan(directory)
+    raise_problems(found.problems)
+    return list(found.scripts)

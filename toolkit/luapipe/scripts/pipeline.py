@@ -36,7 +36,7 @@ from redis.commands.core import AsyncCoreCommands, CoreCommands
 from luapipe.errors import CallArgumentError
 from luapipe.scripts.calls import execute_steps
 from luapipe.scripts.protocol import Entry, EntryQueue, ScriptSource, exec_item, raise_first
-from luapipe.wire import aio, sync
+from luapipe.wire import drivers
 from luapipe.wire.clients import is_cluster, require_async_client
 from luapipe.wire.routing import Steps
 
@@ -64,7 +64,7 @@ class ScriptPipeline(EntryQueue, CoreCommands):
         entries = self._take()
         if not entries:
             return []
-        driver = sync.Driver(self.client)
+        driver = drivers.Driver(self.client)
         results, self.last_reloads = driver.run(_steps(self, entries))
         self.last_round_trips = driver.round_trips
         if self.transaction:
@@ -114,7 +114,7 @@ class AsyncScriptPipeline(EntryQueue, AsyncCoreCommands):  # type: ignore[misc]
         entries = self._take()
         if not entries:
             return []
-        driver = aio.AsyncDriver(self.client)
+        driver = drivers.AsyncDriver(self.client)
         results, self.last_reloads = await driver.run(_steps(self, entries))
         self.last_round_trips = driver.round_trips
         if self.transaction:

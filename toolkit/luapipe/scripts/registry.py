@@ -32,7 +32,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from luapipe.errors import DuplicateScriptError, LuapipeError, UnknownScriptError
+from luapipe.errors import DuplicateScriptError, LuapipeError, ScriptError, UnknownScriptError
 from luapipe.scripts.calls import (
     NodeStatus,
     ScriptState,
@@ -42,12 +42,13 @@ from luapipe.scripts.calls import (
     load_steps,
     status_steps,
 )
-from luapipe.scripts.lint import compile_check
-from luapipe.scripts.loader import discover
+from luapipe.scripts.compiler import compile_problems
+from luapipe.scripts.loader import scan
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
-from luapipe.scripts.protocol import KnownScripts, Plan, ScriptCall
+from luapipe.scripts.problems import ScriptProblem, raise_problems
+from luapipe.scripts.protocol import KnownScripts, ScriptCall
 from luapipe.scripts.script import LuaScript, Value
-from luapipe.wire import aio, sync
+from luapipe.wire import aio, drivers, sync
 from luapipe.wire.clients import (
     AsyncClient,
     SyncClient,
@@ -85,29 +86,49 @@ def bundled_scripts_dir() -> Path:
 
 class ScriptRegistry:
     """Scripts by name. Construction compiles every script, so a syntax error (file:line)
-    is raised before anything reaches a server. ``policy``: how redirects and failovers
-    are retried (:class:`~luapipe.wire.policy.RetryPolicy`)."""
+    is raised before anything reaches a server; every broken script is named at once.
+
+    With ``strict=False`` the broken scripts are set aside instead: the others can be
+    called, ``problems`` lists the broken ones, and calling one raises its problem.
+    ``policy``: how redirects and failovers are retried
+    (:class:`~luapipe.wire.policy.RetryPolicy`).
+    """
 
     def __init__(
-        self, scripts: Iterable[LuaScript], *, check: bool = True, policy: RetryPolicy = DEFAULT
+        self,
+        scripts: Iterable[LuaScript],
+        *,
+        check: bool = True,
+        strict: bool = True,
+        problems: Iterable[ScriptProblem] = (),
+        policy: RetryPolicy = DEFAULT,
     ) -> None:
-        self._scripts: dict[str, LuaScript] = {}
-        for s in scripts:
-            if s.name in self._scripts:
-                first = self._scripts[s.name]
-                raise DuplicateScriptError(
-                    f"duplicate script name {s.name!r}: {first.path or '?'} and {s.path or '?'}"
-                )
-            self._scripts[s.name] = s
-        if check:
-            compile_check(self._scripts.values())
+        self._scripts = _by_name(scripts)
+        found = [*problems, *(compile_problems(self._scripts.values()) if check else ())]
+        if strict:
+            raise_problems(found)
+        for problem in found:
+            self._scripts.pop(problem.name, None)
+        self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
 
     @classmethod
-    def from_directory(cls, directory: str | Path | None = None) -> ScriptRegistry:
-        """Every top-level ``*.lua`` in ``directory`` (default: the bundled library)."""
-        return cls(discover(directory if directory is not None else bundled_scripts_dir()))
+    def from_directory(
+        cls, directory: str | Path | None = None, *, strict: bool = True
+    ) -> ScriptRegistry:
+        """Every top-level ``*.lua`` in ``directory`` (default: the bundled library).
+
+        ``strict=False``: a broken file (bad name, header or syntax) does not stop the
+        others; see :attr:`problems`.
+        """
+        found = scan(directory if directory is not None else bundled_scripts_dir())
+        return cls(found.scripts, strict=strict, problems=found.problems)
+
+    @property
+    def problems(self) -> tuple[ScriptProblem, ...]:
+        """The scripts set aside by ``strict=False`` (sorted by name), each with its reason."""
+        return self._problems
 
     # -- the collection -------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -117,9 +138,13 @@ class ScriptRegistry:
         try:
             return self._scripts[name]
         except KeyError:
-            close = difflib.get_close_matches(name, self._scripts, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UnknownScriptError(f"unknown script {name!r}{hint}") from None
+            pass
+        for problem in self._problems:
+            if problem.name == name:
+                raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
+        close = difflib.get_close_matches(name, self._scripts, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownScriptError(f"unknown script {name!r}{hint}")
 
     def __contains__(self, name: object) -> bool:
         return name in self._scripts
@@ -135,8 +160,8 @@ class ScriptRegistry:
     def _run(steps: Steps[Any], client: Any) -> Any:
         """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio)."""
         if is_async_client(client):
-            return aio.drive_async(steps, client)
-        return sync.drive(steps, client)
+            return drivers.drive_async(steps, client)
+        return drivers.drive(steps, client)
 
     @overload
     def load(self, client: AsyncClient) -> Coroutine[Any, Any, dict[str, str]]: ...
@@ -215,7 +240,7 @@ class ScriptRegistry:
         script.check_call(keys, args)
         call = ScriptCall(script, tuple(keys), tuple(args))
         if kind == _SYNC_CLUSTER:
-            return sync.drive(call_steps(call, self.known, self.policy, cluster=True), client)
+            return drivers.drive(call_steps(call, self.known, self.policy, cluster=True), client)
         with sync.session(client) as s:  # the fast path: one EVALSHA in steady state
             first = None
             if self.known.has(s.address, script.sha):
@@ -224,7 +249,7 @@ class ScriptRegistry:
                     return reply
                 first = (s.address, reply)
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
-            return sync.Driver(client, s).run(steps)
+            return drivers.Driver(client, s).run(steps)
 
     async def _call_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
@@ -234,7 +259,7 @@ class ScriptRegistry:
         call = ScriptCall(script, tuple(keys), tuple(args))
         if kind == _ASYNC_CLUSTER or client.single_connection_client:
             steps = call_steps(call, self.known, self.policy, cluster=kind == _ASYNC_CLUSTER)
-            return await aio.drive_async(steps, client)
+            return await drivers.drive_async(steps, client)
         # The fast path, flattened (no context manager): same steps as aio.async_session.
         pool = client.connection_pool
         conn = await aio.acquire(pool)
@@ -247,7 +272,7 @@ class ScriptRegistry:
                     return reply
                 first = (s.address, reply)
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
-            return await aio.AsyncDriver(client, s).run(steps)
+            return await drivers.AsyncDriver(client, s).run(steps)
         finally:
             await s.close_if_dirty()
             await pool.release(conn)
@@ -267,8 +292,17 @@ class ScriptRegistry:
             return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
 
-    def plan(self, entries: Sequence[Any], node: str, *, transaction: bool) -> Plan:
-        return Plan(entries, self.known, node, transaction=transaction)
+
+def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
+    by_name: dict[str, LuaScript] = {}
+    for s in scripts:
+        if s.name in by_name:
+            first = by_name[s.name]
+            raise DuplicateScriptError(
+                f"duplicate script name {s.name!r}: {first.path or '?'} and {s.path or '?'}"
+            )
+        by_name[s.name] = s
+    return by_name
 
 
 _SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER = range(4)

@@ -6,7 +6,7 @@ A script file may start with a header in Lua comments::
     -- Fixed-window rate limiter.              (description: comment lines before the tags)
     -- @key counter  the window's counter
     -- @arg limit    hits allowed per window
-    -- @arg extra... any number of further args (variadic, last only)
+    -- @arg [extra...] zero or more further args (see :mod:`luapipe.scripts.header`)
     -- @return 1 if allowed, else 0
     -- @template                               (optional: render the file with Jinja2)
 
@@ -20,161 +20,55 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from luapipe.errors import CallArgumentError, ScriptError
+from luapipe.scripts.header import Param, Signature, parse_header
 from luapipe.wire.replies import Value
 
-__all__ = ["LuaScript", "Param", "Value", "parse_header", "validate_name"]
+__all__ = ["LuaScript", "Param", "Value", "parse_header", "script_name_problem", "validate_name"]
 
+#: An identifier (operation names and ``@key``/``@arg`` names); script names are freer.
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TAG_RE = re.compile(r"^--+\s*@(?P<tag>\w+)\s*(?P<rest>.*)$")
-_PARAM_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<var>\.\.\.)?(?:\s+(?P<doc>.*))?$")
-KNOWN_FLAGS = frozenset(
-    {"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"}
-)
 
 
-@dataclass(frozen=True)
-class Param:
-    """A declared key or argument."""
-
-    name: str
-    doc: str = ""
-    variadic: bool = False
-
-
-@dataclass(frozen=True)
-class Header:
-    description: str
-    keys: tuple[Param, ...] | None
-    args: tuple[Param, ...] | None
-    flags: tuple[str, ...]
-    returns: str
-    template: bool = False
-
-
-def _name_problem(name: str) -> str:
-    """What is wrong with a name that does not match :data:`NAME_RE`."""
+def script_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a script name, or None. A script is named after its file
+    (``addStandardJob-9.lua`` is ``addStandardJob-9``): anything goes except what could
+    be read as a path or breaks a line or a column of output."""
     if not name:
         return "it is empty"
-    if name[0].isdigit():
-        return "it starts with a digit, which is not allowed"
-    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c == "_"))), "")
-    return f"{bad!r} is not allowed"
+    if "/" in name or "\\" in name:
+        return "a path separator is not allowed"
+    if ".." in name or name == ".":
+        return "'..' is not allowed (it reads as a path)"
+    for c in name:
+        if c.isspace():
+            return f"whitespace ({c!r}) is not allowed"
+        if unicodedata.category(c) in ("Cc", "Cf"):
+            return f"the control character {c!r} is not allowed"
+    return None
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` with control characters escaped (a file name may hold a newline)."""
     return "".join(repr(c)[1:-1] if ord(c) < 32 or ord(c) == 127 else c for c in text)
 
 
 def validate_name(name: str, what: str = "script name", where: str | None = None) -> str:
-    """A script or parameter name: ASCII letters, digits and ``_``, not starting with a
-    digit; no paths, no ``..``. ``where`` (the file) starts the error message."""
-    if not NAME_RE.fullmatch(name):
-        prefix = f"{_one_line(where)}: " if where else ""
+    """A script name (see :func:`script_name_problem`). ``where`` (the file) starts the
+    error message."""
+    problem = script_name_problem(name)
+    if problem is not None:
+        prefix = f"{one_line(where)}: " if where else ""
         raise ScriptError(
-            f"{prefix}invalid {what} {name!r}: {_name_problem(name)} (use letters, digits "
-            "and '_', not starting with a digit; no spaces, path separators or '..')"
+            f"{prefix}invalid {what} {name!r}: {problem} (names may hold letters, digits, "
+            "'_', '-' and '.')"
         )
     return name
-
-
-def _parse_flags(first_line: str, where: str) -> tuple[str, ...]:
-    parts = first_line[2:].split()
-    if not parts or parts[0] != "lua":
-        raise ScriptError(f"{where}:1: a shebang line must start with '#!lua'")
-    flags: tuple[str, ...] = ()
-    for part in parts[1:]:
-        key, _, value = part.partition("=")
-        if key != "flags":
-            raise ScriptError(f"{where}:1: unknown shebang option {key!r} (only 'flags=')")
-        flags = tuple(f for f in value.split(",") if f)
-        unknown = [f for f in flags if f not in KNOWN_FLAGS]
-        if unknown:
-            raise ScriptError(
-                f"{where}:1: unknown flag {unknown[0]!r}; known: {', '.join(sorted(KNOWN_FLAGS))}"
-            )
-    return flags
-
-
-def parse_header(source: str, where: str = "<script>") -> Header:
-    """Read the leading comment block: description, @key, @arg, @return, @template and
-    the flags."""
-    lines = source.splitlines()
-    flags: tuple[str, ...] = ()
-    start = 0
-    if lines and lines[0].startswith("#!"):
-        flags = _parse_flags(lines[0], where)
-        start = 1
-    desc: list[str] = []
-    keys: list[Param] = []
-    args: list[Param] = []
-    returns = ""
-    template = False
-    tagged = False
-    for lineno, raw in enumerate(lines[start:], start=start + 1):
-        line = raw.strip()
-        if not line.startswith("--"):
-            break
-        tag = _TAG_RE.match(line)
-        if tag is None:
-            if not tagged and not line.startswith("--["):
-                text = line.lstrip("-").strip()
-                if text:
-                    desc.append(text)
-            continue
-        name, rest = tag["tag"], tag["rest"].strip()
-        if name == "template":  # opts into Jinja2; declares no keys or args
-            if rest:
-                raise ScriptError(f"{where}:{lineno}: @template takes nothing, got {rest!r}")
-            if template:
-                raise ScriptError(f"{where}:{lineno}: @template is declared twice")
-            template = True
-            continue
-        tagged = True
-        if name == "return":
-            returns = rest
-            continue
-        if name not in ("key", "arg"):
-            raise ScriptError(
-                f"{where}:{lineno}: unknown header tag @{name} (use @key, @arg, @return, @template)"
-            )
-        m = _PARAM_RE.match(rest)
-        if m is None:
-            raise ScriptError(f"{where}:{lineno}: @{name} needs a name (letters, digits, '_')")
-        target = keys if name == "key" else args
-        if target and target[-1].variadic:
-            raise ScriptError(f"{where}:{lineno}: only the last @{name} may be variadic ('...')")
-        if any(p.name == m["name"] for p in target):
-            raise ScriptError(f"{where}:{lineno}: @{name} {m['name']} is declared twice")
-        target.append(Param(m["name"], (m["doc"] or "").strip(), bool(m["var"])))
-    return Header(
-        description=" ".join(desc),
-        keys=tuple(keys) if tagged else None,
-        args=tuple(args) if tagged else None,
-        flags=flags,
-        returns=returns,
-        template=template,
-    )
-
-
-def _count_ok(params: tuple[Param, ...] | None, n: int) -> bool:
-    if params is None:
-        return True
-    if params and params[-1].variadic:
-        return n >= len(params)  # "name..." means one or more
-    return n == len(params)
-
-
-def _describe(params: tuple[Param, ...]) -> str:
-    if not params:
-        return "none"
-    names = [p.name + ("..." if p.variadic else "") for p in params]
-    return f"{len(params)}{'+' if params[-1].variadic else ''} ({', '.join(names)})"
 
 
 @dataclass(frozen=True)
@@ -263,13 +157,11 @@ class LuaScript:
 
     def check_call(self, keys: Sequence[Value], args: Sequence[Value]) -> None:
         """Raise :class:`CallArgumentError` unless the counts fit the header."""
-        if not _count_ok(self.keys, len(keys)):
-            assert self.keys is not None
-            raise CallArgumentError(
-                f"script {self.name!r} takes {_describe(self.keys)} keys, got {len(keys)}"
-            )
-        if not _count_ok(self.args, len(args)):
-            assert self.args is not None
-            raise CallArgumentError(
-                f"script {self.name!r} takes {_describe(self.args)} args, got {len(args)}"
-            )
+        for params, given, noun in ((self.keys, keys, "key"), (self.args, args, "arg")):
+            if params is None:
+                continue
+            signature = Signature(params)
+            if not signature.accepts(len(given)):
+                raise CallArgumentError(
+                    f"script {self.name!r} takes {signature.describe(noun)}, got {len(given)}"
+                )

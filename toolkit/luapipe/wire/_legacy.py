@@ -20,6 +20,8 @@ from luapipe.errors import ServerError
 from luapipe.wire import routing
 from luapipe.wire.aio import node_for
 from luapipe.wire.clients import is_cluster
+from luapipe.wire.policy import DEFAULT, RetryPolicy, did_not_run
+from luapipe.wire.replies import Redirect
 
 __all__ = [
     "is_cluster",
@@ -32,12 +34,6 @@ __all__ = [
     "refresh_later_async",
     "slot_of",
 ]
-
-
-def ask_target(text: str) -> str | None:
-    """``host:port`` named by an ``ASK <slot> <host:port>`` error reply, else None."""
-    words = text.split()
-    return words[2] if len(words) == 3 and words[0] == "ASK" else None
 
 
 def slot_of(client: Any, keys: Sequence[Any]) -> int | None:
@@ -95,7 +91,7 @@ def refresh(client: Any) -> None:
 
 def refresh_later(client: Any, attempt: int) -> None:
     """Back off (a failover takes a moment) and re-read the slot map."""
-    time.sleep(min(0.05 * 2**attempt, 1.0))
+    time.sleep(DEFAULT.refresh_delay(attempt))
     with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
         refresh(client)  # the next attempt refreshes again
 
@@ -107,30 +103,26 @@ def on_slot_node(
     client: Any,
     slot: int | None,
     run: Callable[[redis.Redis, bool], T],
-    redirect_of: Callable[[Exception], str | None],
     *,
-    attempts: int,
     what: str,
     read_only: bool = False,
+    policy: RetryPolicy = DEFAULT,
 ) -> T:
-    """``run(node, asking)`` on the node that owns ``slot``, again while it did not run.
-
-    ``redirect_of(exc)`` says whether an exception proves the request did not run: the
-    redirect reply's text (or "" for a connection refused before sending), else None and
-    the exception is raised. An ``ASK`` goes at once to the node it names (``asking``: send
-    ASKING first); any other redirect waits for the slot map to be re-read."""
+    """``run(node, asking)`` on the node that owns ``slot``, again while it did not run
+    (:func:`luapipe.wire.policy.did_not_run`). An ``ASK`` goes at once to the node it names
+    (``asking``: send ASKING first); any other redirect waits for the slot map."""
     last: Exception | None = None
     ask: str | None = None
-    for attempt in range(attempts):
+    for attempt in range(policy.redirects):
         asked = node_by_address(client, ask) if ask is not None else None
         node = asked or node_client(client, slot, read_only=read_only)
         try:
             return run(node[1], asked is not None)
         except Exception as exc:
-            redirect = redirect_of(exc)
-            if redirect is None:
+            cause = did_not_run(exc)
+            if cause is None:
                 raise
-            last, ask = exc, ask_target(redirect)
+            last, ask = exc, (cause.ask if isinstance(cause, Redirect) else None)
         if ask is None:
             refresh_later(client, attempt)
     raise ServerError(f"no node would take {what} (slot {slot}): {last}")
@@ -144,7 +136,7 @@ async def _refresh_async(client: redis.asyncio.cluster.RedisCluster) -> None:
 
 async def refresh_later_async(client: redis.asyncio.cluster.RedisCluster, attempt: int) -> None:
     """Back off (a failover takes a moment) and re-read the slot map."""
-    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+    await asyncio.sleep(DEFAULT.refresh_delay(attempt))
     await _refresh_async(client)
 
 
@@ -168,25 +160,24 @@ async def on_slot_node_async(
     client: redis.asyncio.cluster.RedisCluster,
     slot: int | None,
     run: Callable[[redis.asyncio.cluster.ClusterNode, bool], Awaitable[T]],
-    redirect_of: Callable[[Exception], str | None],
     *,
-    attempts: int,
     what: str,
     read_only: bool = False,
+    policy: RetryPolicy = DEFAULT,
 ) -> T:
-    """The twin of :func:`luapipe.wire.routing.on_slot_node`: ``await run(node, asking)`` on the
-    slot's node, again while ``redirect_of`` says it did not run; an ASK at once."""
+    """The twin of :func:`on_slot_node`: ``await run(node, asking)`` on the slot's node,
+    again while it did not run; an ASK at once."""
     last: Exception | None = None
     ask: str | None = None
-    for attempt in range(attempts):
+    for attempt in range(policy.redirects):
         asked = await node_by_address_async(client, ask) if ask is not None else None
         try:
             return await run(asked or node_for(client, slot, read_only=read_only), bool(asked))
         except Exception as exc:
-            redirect = redirect_of(exc)
-            if redirect is None:
+            cause = did_not_run(exc)
+            if cause is None:
                 raise
-            last, ask = exc, ask_target(redirect)
+            last, ask = exc, (cause.ask if isinstance(cause, Redirect) else None)
         if ask is None:  # ASK: go to the importing node now; else wait for the map
             await refresh_later_async(client, attempt)
     raise ServerError(f"no node would take {what} (slot {slot}): {last}")

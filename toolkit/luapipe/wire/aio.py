@@ -15,7 +15,6 @@ Error replies come back in their slots as :class:`ReplyError` values.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import select
 from collections.abc import Sequence
@@ -26,38 +25,20 @@ import redis.asyncio
 import redis.exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, ServerError, translate
-from luapipe.wire.policy import CLUSTER_HINT
+from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
 from luapipe.wire.replies import (
     Command,
-    Redirect,
     ReplyError,
     as_command,
     full_error_text,
     with_asking,
 )
-from luapipe.wire.routing import (
-    Locate,
-    LocateMany,
-    Nodes,
-    Refresh,
-    Release,
-    Send,
-    SendEach,
-    Sleep,
-    SlotsOf,
-    Steps,
-    command_slot_error,
-    node_order,
-)
 from luapipe.wire.sync import address_of
 
 __all__ = [
-    "AsyncDriver",
     "AsyncSession",
     "acquire",
     "async_session",
-    "drive_async",
     "node_for",
     "node_session",
     "open_connection",
@@ -366,174 +347,3 @@ def node_for(client: RedisCluster, slot: int | None, *, read_only: bool = False)
             slot, client.read_from_replicas, client.load_balancing_strategy
         )
     return nodes[0]
-
-
-# -- the driver: runs I/O-free steps (luapipe.wire.routing) on held sessions ---------------
-Held = tuple[Any, AsyncSession]  # (the context manager or None, its session)
-
-
-class AsyncDriver:
-    """The asyncio twin of :class:`luapipe.wire.sync.Driver`: the same requests, the same
-    answers; a :class:`~luapipe.wire.routing.SendEach` is sent concurrently."""
-
-    __slots__ = ("_held", "client", "cluster", "round_trips")
-
-    def __init__(self, client: Any, held: AsyncSession | None = None) -> None:
-        """``held``: a session of a plain client the caller holds (and releases)."""
-        self.client = client
-        self.cluster = isinstance(client, RedisCluster)
-        self._held: dict[tuple[str, bool], Held] = {}
-        if held is not None:
-            self._held[held.address, False] = (None, held)
-        #: round trips written by this driver so far
-        self.round_trips = 0
-
-    async def run(self, steps: Steps[T]) -> T:
-        failed = True
-        try:
-            if self.cluster:
-                await self.client.initialize()
-            request = next(steps)
-            while True:
-                try:
-                    answer = await self.answer(request)
-                except LuapipeError as exc:  # thrown in: the steps decide what it means
-                    request = steps.throw(exc)
-                else:
-                    request = steps.send(answer)
-        except StopIteration as done:
-            failed = False
-            result: T = done.value
-            return result
-        finally:
-            await self.release(failed=failed)
-
-    async def answer(self, request: Any) -> Any:
-        kind = request.__class__
-        if kind is Send:
-            return await self.send(request)
-        if kind is Locate:
-            return await self.locate(request.slot, request.read_only)
-        if kind is SendEach:
-            return await self.send_each(request.parts)
-        if kind is LocateMany:
-            return [await self.locate(s, False) for s in request.slots]
-        if kind is Nodes:
-            return await self.nodes()
-        if kind is SlotsOf:
-            return [await self.slot(args) for args in request.commands]
-        if kind is Refresh:
-            return await self.refresh(request)
-        if kind is Sleep:
-            return await asyncio.sleep(request.seconds)
-        if kind is Release:
-            return await self.release(failed=False)
-        raise TypeError(f"not a request: {request!r}")
-
-    # -- where --------------------------------------------------------------------------
-    async def _home(self) -> AsyncSession:
-        """The one session of a plain client (its address is known once it is held)."""
-        for s in self._held.values():
-            return s[1]
-        return await self._open("", False, async_session(self.client))
-
-    async def locate(self, slot: int | None, read_only: bool) -> str:
-        if not self.cluster:
-            return (await self._home()).address
-        return str(node_for(self.client, slot, read_only=read_only).name)
-
-    async def nodes(self) -> list[str]:
-        if not self.cluster:
-            return [(await self._home()).address]
-        found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
-        return node_order(found)
-
-    async def slot(self, args: tuple[Any, ...]) -> int | None:
-        try:
-            return int(await self.client._determine_slot(*args))
-        except rex.RedisClusterException as exc:
-            return command_slot_error(args, exc)
-
-    async def refresh(self, request: Refresh) -> None:
-        cause = request.cause
-        if not self.cluster:  # no slot map to re-read: the cause stands
-            if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
-            raise cause
-        if isinstance(cause, Redirect) and cause.ask is not None:
-            return  # the slot map still names the old owner until the migration ends
-        await asyncio.sleep(request.delay)
-        with contextlib.suppress(rex.RedisError, OSError):  # a node is down mid-failover:
-            await self.client.nodes_manager.initialize()  # the next attempt refreshes again
-
-    # -- sending ------------------------------------------------------------------------
-    async def _open(self, node: str, asking: bool, cm: Any) -> AsyncSession:
-        s: AsyncSession = await cm.__aenter__()
-        self._held[node or s.address, asking] = (cm, s)
-        return s
-
-    async def _node(self, node: str) -> ClusterNode:
-        """A cluster node named ``host:port``; the map is re-read once if the client does
-        not know it (a node an ASK named)."""
-        found: ClusterNode | None = self.client.get_node(node_name=node)
-        if found is None:
-            with contextlib.suppress(rex.RedisError, OSError):
-                await self.client.nodes_manager.initialize()
-            found = self.client.get_node(node_name=node)
-        if found is None:
-            raise ConnectionFailed(f"no node {node} in the cluster's slot map; nothing was sent")
-        return found
-
-    async def _session(self, node: str, asking: bool) -> AsyncSession:
-        held = self._held.get((node, asking))
-        if held is not None and not held[1].broken:
-            return held[1]
-        if held is not None:
-            del self._held[node, asking]
-            if held[0] is not None:
-                await held[0].__aexit__(None, None, None)
-        if not self.cluster:
-            if held is None and not asking and self._held:
-                return await self._home()
-            return await self._open(node, asking, async_session(self.client))
-        return await self._open(node, asking, node_session(self.client, await self._node(node)))
-
-    async def send(self, request: Send) -> list[Any]:
-        s = await self._session(request.node, request.asking)
-        before = s.round_trips
-        try:
-            return await s.execute(request.batch, parse=request.parse, asking=request.asking)
-        finally:
-            self.round_trips += s.round_trips - before
-
-    async def _part(self, request: Send) -> Any:
-        try:
-            return await self.send(request)
-        except LuapipeError as exc:  # this node's part; the others are sent all the same
-            return exc
-
-    async def send_each(self, parts: Sequence[Send]) -> list[Any]:
-        if len(parts) == 1:
-            return [await self._part(parts[0])]
-        for p in parts:  # open sessions one by one: their keys must not race
-            await self._session(p.node, p.asking)
-        outcomes = await asyncio.gather(*(self._part(p) for p in parts), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):  # not a luapipe error: a bug, a cancel
-                raise outcome
-        return outcomes
-
-    async def release(self, *, failed: bool) -> None:
-        """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
-        held, self._held = self._held, {}
-        for _, s in held.values():
-            if failed:
-                s.broken = True  # close_if_dirty drops it
-        for cm, _ in held.values():
-            if cm is not None:  # a session the caller holds stays with the caller
-                await cm.__aexit__(None, None, None)
-
-
-async def drive_async(steps: Steps[T], client: Any) -> T:
-    """Run ``steps`` on a ``redis.asyncio`` client (plain or cluster); returns their result."""
-    return await AsyncDriver(client).run(steps)

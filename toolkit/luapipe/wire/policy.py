@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from luapipe.errors import ConnectionFailed, OutcomeUnknown
+from luapipe.errors import ConnectionFailed, OutcomeUnknown, ServerError
 from luapipe.wire.replies import Redirect, ReplyError
 
 __all__ = ["DEFAULT", "CLUSTER_HINT", "RetryPolicy", "did_not_run", "policy_of"]
@@ -73,13 +73,17 @@ def did_not_run(outcome: Any) -> Redirect | ConnectionFailed | None:
     """The proof that a request did not run, or None.
 
     ``outcome`` is what came back: a reply (a :class:`Redirect` or an error reply that is
-    one), or an exception. A :class:`ConnectionFailed` proves it (nothing was written);
-    :class:`OutcomeUnknown` and everything else do not.
+    one), or an exception (a :class:`~luapipe.errors.ServerError` raised for a redirect
+    reply carries it as ``.redirect``). A :class:`ConnectionFailed` proves it (nothing was
+    written); :class:`OutcomeUnknown` and everything else do not.
     """
     if isinstance(outcome, Redirect):
         return outcome
     if outcome.__class__ is ReplyError:
         return Redirect.of(outcome)
+    if isinstance(outcome, ServerError):
+        redirect = outcome.redirect
+        return redirect if isinstance(redirect, Redirect) else None
     if isinstance(outcome, ConnectionFailed) and not isinstance(outcome, OutcomeUnknown):
         return outcome
     return None

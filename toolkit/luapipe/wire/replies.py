@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import redis.exceptions as rex
 
-from luapipe.errors import translate
+from luapipe.errors import ServerError, translate
 
 __all__ = [
     "ASKING",
@@ -132,9 +132,14 @@ def full_error_text(exc: BaseException) -> str:
 
 
 def raise_for(reply: Any) -> Any:
-    """Return ``reply`` or raise the luapipe error for a :class:`ReplyError`."""
+    """Return ``reply`` or raise the luapipe error for a :class:`ReplyError`; a redirect's
+    error carries it, typed, as ``.redirect`` (see :func:`luapipe.wire.policy.did_not_run`)."""
     if isinstance(reply, ReplyError):
-        raise translate(rex.ResponseError(reply.text))
+        err = translate(rex.ResponseError(reply.text))
+        redirect = Redirect.of(reply)
+        if redirect is not None and isinstance(err, ServerError):
+            err.redirect = redirect
+        raise err
     return reply
 
 

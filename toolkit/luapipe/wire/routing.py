@@ -1,7 +1,7 @@
 """Cluster routing, free of I/O: the rules, the request vocabulary and its combinators.
 
 Logic above the transport is written once, as a generator of *requests* (:data:`Steps`).
-A driver (:func:`luapipe.wire.sync.drive`, :func:`luapipe.wire.aio.drive_async`) answers
+A driver (:func:`luapipe.wire.drivers.drive`, :func:`~luapipe.wire.drivers.drive_async`) answers
 each request on held connections and sends the answer back in; a transport error is
 *thrown* into the generator (:class:`~luapipe.errors.ConnectionFailed`: nothing was
 written; :class:`~luapipe.errors.OutcomeUnknown`: it may have run), so every retry decision
@@ -71,6 +71,7 @@ __all__ = [
     "key_bytes",
     "node_order",
     "on_slot_node",
+    "per_node",
     "slot_of",
 ]
 
@@ -133,7 +134,7 @@ Request: TypeAlias = (
     Locate | LocateMany | Nodes | SlotsOf | Send | SendEach | Refresh | Sleep | Release
 )
 #: Logic as an I/O-free generator: it yields requests, is sent their answers and returns
-#: its result. Run it with ``wire.sync.drive`` or ``wire.aio.drive_async``.
+#: its result. Run it with ``wire.drivers.drive`` or ``drive_async``.
 Steps: TypeAlias = Generator[Any, Any, T]
 
 
@@ -277,62 +278,94 @@ def sent_to(
         return result
 
 
+def per_node(
+    slots: Sequence[int | None],
+    part: Callable[[str, bool, list[int]], Steps[Sequence[Any]]],
+    policy: RetryPolicy,
+) -> Steps[list[Any]]:
+    """Items routed by slot: each round, ``part(node, asking, indexes)`` for every node that
+    owns some (side by side, one write per node: :func:`gather`); the outcomes in order.
+
+    A part returns one outcome per index; a :class:`Redirect` outcome, or the part raising
+    :class:`~luapipe.errors.ConnectionFailed`, means those did not run: only they are routed
+    again (ASK at once to the node named, after ASKING; the others after the slot map is
+    re-read). A part raising anything else may have run: it is raised once every part of
+    that round has answered, and nothing is re-sent. Items still refused after
+    ``policy.redirects`` rounds get a :class:`~luapipe.errors.ServerError` in their place;
+    on a plain client (no slot map) they get the driver's error naming the cluster client.
+    """
+    results: list[Any] = [None] * len(slots)
+    pending = list(range(len(slots)))
+    asks: dict[int, str] = {}  # item -> the node an ASK named (its slot is migrating)
+    retry: dict[int, Redirect | ConnectionFailed] = {}
+    for attempt in range(policy.redirects):
+        own = [i for i in pending if i not in asks]
+        nodes = (yield LocateMany(tuple(slots[i] for i in own))) if own else []
+        groups: dict[tuple[str, bool], list[int]] = {}
+        for i, node in zip(own, nodes, strict=True):
+            groups.setdefault((node, False), []).append(i)
+        for i in pending:
+            if i in asks:
+                groups.setdefault((asks[i], True), []).append(i)
+        outcomes = yield from gather({k: part(k[0], k[1], idx) for k, idx in groups.items()})
+        retry = {}
+        failure: LuapipeError | None = None
+        for key, idx in groups.items():
+            outcome = outcomes[key]
+            if isinstance(outcome, LuapipeError):
+                cause = did_not_run(outcome)
+                if cause is not None:
+                    retry.update((i, cause) for i in idx)
+                    continue
+                failure = failure or outcome  # it may have run: never re-sent
+                outcome = [outcome] * len(idx)
+            for i, r in zip(idx, outcome, strict=True):
+                results[i] = r
+                if isinstance(r, Redirect):
+                    retry[i] = r
+        if failure is not None:  # the other nodes' parts ran; nothing is re-sent
+            raise failure
+        if not retry:
+            return results
+        pending = sorted(retry)
+        asks = {i: a for i, c in retry.items() if isinstance(c, Redirect) and (a := c.ask)}
+        # an ASK goes on at once; any other cause waits for the slot map to be re-read
+        cause = next((c for i, c in retry.items() if i not in asks), retry[pending[0]])
+        try:
+            yield Refresh(cause, policy.refresh_delay(attempt))
+        except LuapipeError as exc:  # a plain client: no slot map to re-read
+            if exc is cause:
+                raise
+            for i in pending:
+                results[i] = exc
+            return results
+    for i in pending:
+        results[i] = ServerError(
+            f"no node would take this command after {policy.redirects} attempts; "
+            f"it did not run: {retry[i]}"
+        )
+    return results
+
+
 def routed(
     batch: Sequence[Sequence[Any]], policy: RetryPolicy, *, cluster: bool, parse: bool = False
 ) -> Steps[list[Any]]:
-    """``batch`` (one key each, at position 1) sent to the nodes that own the keys: one
-    write per node a round; the replies in order. Commands answered with a redirect, or
-    whose node refused the connection, did not run: only they are sent again (ASK at once
-    to the node named, the others after the slot map is re-read). A part that may have run
-    raises its error after the other parts were read; nothing is re-sent."""
+    """``batch`` (one key each, at position 1) sent to the nodes that own the keys
+    (:func:`per_node`); the replies in order, error replies as ReplyError values. Commands
+    that did not run are sent again, alone; an error that may have run is raised."""
     cmds = [tuple(c) for c in batch]
     if not cluster:
         node: str = yield Locate(None)
         only: list[Any] = yield Send(cmds, node, parse=parse)
         return only
-    replies: list[Any] = [None] * len(cmds)
-    pending = list(range(len(cmds)))
-    asks: dict[int, str] = {}
-    retry: dict[int, Redirect | ConnectionFailed] = {}
-    for attempt in range(policy.redirects):
-        own = [i for i in pending if i not in asks]
-        slots = tuple(key_slot(key_bytes(cmds[i][1])) if len(cmds[i]) > 1 else None for i in own)
-        nodes = (yield LocateMany(slots)) if own else []
-        groups: dict[tuple[str, bool], list[int]] = {}
-        for i, n in zip(own, nodes, strict=True):
-            groups.setdefault((n, False), []).append(i)
-        for i in pending:
-            if i in asks:
-                groups.setdefault((asks[i], True), []).append(i)
-        keys = list(groups)
-        answers = yield SendEach(
-            tuple(Send([cmds[i] for i in groups[k]], k[0], k[1], parse) for k in keys)
-        )
-        retry = {}
-        failure: LuapipeError | None = None
-        for k, answer in zip(keys, answers, strict=True):
-            if isinstance(answer, LuapipeError):
-                cause = did_not_run(answer)
-                if cause is None:
-                    failure = failure or answer
-                else:
-                    retry.update((i, cause) for i in groups[k])
-                continue
-            for i, reply in zip(groups[k], answer, strict=True):
-                redirect = Redirect.of(reply)
-                if redirect is None:
-                    replies[i] = reply
-                else:
-                    retry[i] = redirect
-        if failure is not None:  # the other parts ran; nothing is re-sent
-            raise failure
-        if not retry:
-            return replies
-        pending = sorted(retry)
-        asks = {i: a for i, c in retry.items() if isinstance(c, Redirect) and (a := c.ask)}
-        cause = next((c for i, c in retry.items() if i not in asks), retry[pending[0]])
-        yield Refresh(cause, policy.refresh_delay(attempt))
-    raise ServerError(
-        f"no node would take {len(pending)} command(s) after {policy.redirects} attempts: "
-        f"{retry[pending[0]]}"
-    )
+
+    def part(node: str, asking: bool, idx: list[int]) -> Steps[list[Any]]:
+        replies = yield Send([cmds[i] for i in idx], node, asking, parse)
+        return [Redirect.of(r) or r for r in replies]
+
+    slots = [key_slot(key_bytes(c[1])) if len(c) > 1 else None for c in cmds]
+    replies = yield from per_node(slots, part, policy)
+    for r in replies:
+        if isinstance(r, LuapipeError):  # still refused after every attempt (Send's
+            raise r  # own error replies are ReplyError values)
+    return replies

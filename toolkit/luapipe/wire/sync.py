@@ -17,25 +17,20 @@ otherwise.
 
 from __future__ import annotations
 
-import contextlib
 import select
 import socket
 import ssl
-import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import redis
 import redis.cluster
 import redis.exceptions as rex
-from redis.exceptions import RedisClusterException
 
-from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, ServerError, translate
-from luapipe.wire.policy import CLUSTER_HINT
+from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
 from luapipe.wire.replies import (
     ASKING,
     Command,
-    Redirect,
     ReplyError,
     as_command,
     full_error_text,
@@ -43,29 +38,13 @@ from luapipe.wire.replies import (
     whole_or_nothing,
     with_asking,
 )
-from luapipe.wire.routing import (
-    Locate,
-    LocateMany,
-    Nodes,
-    Refresh,
-    Release,
-    Send,
-    SendEach,
-    Sleep,
-    SlotsOf,
-    Steps,
-    command_slot_error,
-    node_order,
-)
 
 __all__ = [
     "ASKING",
     "Command",
-    "Driver",
     "ReplyError",
     "Session",
     "address_of",
-    "drive",
     "execute",
     "full_error_text",
     "raise_for",
@@ -291,177 +270,3 @@ def execute(
     """Send ``commands`` in one round trip on one connection; see :class:`Session.execute`."""
     with session(client) as s:
         return s.execute(commands, parse=parse)
-
-
-# -- the driver: runs I/O-free steps (luapipe.wire.routing) on held sessions ---------------
-def _node_name(client: Any, node: str) -> redis.Redis:
-    """The node client of a cluster node named ``host:port``; the map is re-read once if
-    the client does not know it (a node an ASK named)."""
-    found = client.get_node(node_name=node)
-    if found is None:
-        with contextlib.suppress(redis.RedisError, OSError):
-            client.nodes_manager.initialize()
-        found = client.get_node(node_name=node)
-    if found is None:
-        raise ConnectionFailed(f"no node {node} in the cluster's slot map; nothing was sent")
-    return client.get_redis_connection(found)  # type: ignore[no-any-return]
-
-
-def _locate(client: Any, slot: int | None, read_only: bool) -> str:
-    if slot is None:
-        return str(client.get_default_node().name)
-    manager = client.nodes_manager
-    if read_only and (client.read_from_replicas or client.load_balancing_strategy):
-        node = manager.get_node_from_slot(
-            slot,
-            read_from_replicas=bool(client.read_from_replicas),
-            load_balancing_strategy=client.load_balancing_strategy,
-        )
-    else:
-        node = manager.get_node_from_slot(slot, read_from_replicas=False)
-    return str(node.name)
-
-
-class Driver:
-    """Runs :data:`~luapipe.wire.routing.Steps` on a sync client (see
-    :mod:`luapipe.wire.routing` for the requests), holding one session per node (and per
-    ``asking``) until the steps end or ask for :class:`~luapipe.wire.routing.Release`."""
-
-    __slots__ = ("_held", "client", "cluster", "round_trips")
-
-    def __init__(self, client: Any, held: Session | None = None) -> None:
-        """``held``: a session of a plain client the caller holds (and releases)."""
-        self.client = client
-        self.cluster = isinstance(client, redis.cluster.RedisCluster)
-        self._held: dict[tuple[str, bool], tuple[session | None, Session]] = {}
-        if held is not None:
-            self._held[held.address, False] = (None, held)
-        #: round trips written by this driver so far
-        self.round_trips = 0
-
-    def run(self, steps: Steps[T]) -> T:
-        failed = True
-        try:
-            request = next(steps)
-            while True:
-                try:
-                    answer = self.answer(request)
-                except LuapipeError as exc:  # thrown in: the steps decide what it means
-                    request = steps.throw(exc)
-                else:
-                    request = steps.send(answer)
-        except StopIteration as done:
-            failed = False
-            result: T = done.value
-            return result
-        finally:
-            self.release(failed=failed)
-
-    def answer(self, request: Any) -> Any:
-        kind = request.__class__
-        if kind is Send:
-            return self.send(request)
-        if kind is Locate:
-            return self.locate(request.slot, request.read_only)
-        if kind is SendEach:
-            return self.send_each(request.parts)
-        if kind is LocateMany:
-            return [self.locate(s, False) for s in request.slots]
-        if kind is Nodes:
-            return self.nodes()
-        if kind is SlotsOf:
-            return [self.slot(args) for args in request.commands]
-        if kind is Refresh:
-            return self.refresh(request)
-        if kind is Sleep:
-            return time.sleep(request.seconds)
-        if kind is Release:
-            return self.release(failed=False)
-        raise TypeError(f"not a request: {request!r}")
-
-    # -- where --------------------------------------------------------------------------
-    def _home(self) -> Session:
-        """The one session of a plain client (its address is known once it is held)."""
-        for s in self._held.values():
-            return s[1]
-        return self._open("", False, self.client)
-
-    def locate(self, slot: int | None, read_only: bool) -> str:
-        if not self.cluster:
-            return self._home().address
-        return _locate(self.client, slot, read_only)
-
-    def nodes(self) -> list[str]:
-        if not self.cluster:
-            return [self._home().address]
-        found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
-        return node_order(found)
-
-    def slot(self, args: tuple[Any, ...]) -> int | None:
-        try:
-            return int(self.client.determine_slot(*args))
-        except RedisClusterException as exc:
-            return command_slot_error(args, exc)
-
-    def refresh(self, request: Refresh) -> None:
-        cause = request.cause
-        if not self.cluster:  # no slot map to re-read: the cause stands
-            if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
-            raise cause
-        if isinstance(cause, Redirect) and cause.ask is not None:
-            return  # the slot map still names the old owner until the migration ends
-        time.sleep(request.delay)
-        with contextlib.suppress(redis.RedisError, OSError):  # a node is down mid-failover:
-            self.client.nodes_manager.initialize()  # the next attempt refreshes again
-
-    # -- sending ------------------------------------------------------------------------
-    def _open(self, node: str, asking: bool, client: Any) -> Session:
-        cm = session(client)
-        s = cm.__enter__()
-        self._held[node or s.address, asking] = (cm, s)
-        return s
-
-    def _session(self, node: str, asking: bool) -> Session:
-        held = self._held.get((node, asking))
-        if held is not None and not held[1].broken:
-            return held[1]
-        if held is not None:
-            del self._held[node, asking]
-            if held[0] is not None:
-                held[0].__exit__(None, None, None)
-        if not self.cluster:
-            if held is None and not asking and self._held:
-                return self._home()
-            return self._open(node, asking, self.client)
-        return self._open(node, asking, _node_name(self.client, node))
-
-    def send(self, request: Send) -> list[Any]:
-        s = self._session(request.node, request.asking)
-        before = s.round_trips
-        try:
-            return s.execute(request.batch, parse=request.parse, asking=request.asking)
-        finally:
-            self.round_trips += s.round_trips - before
-
-    def _part(self, request: Send) -> Any:
-        try:
-            return self.send(request)
-        except LuapipeError as exc:  # this node's part; the others are sent all the same
-            return exc
-
-    def send_each(self, parts: Sequence[Send]) -> list[Any]:
-        return [self._part(p) for p in parts]
-
-    def release(self, *, failed: bool) -> None:
-        """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
-        held, self._held = self._held, {}
-        exc = (LuapipeError, LuapipeError("steps failed"), None) if failed else (None, None, None)
-        for cm, _ in held.values():
-            if cm is not None:  # a session the caller holds stays with the caller
-                cm.__exit__(*exc)
-
-
-def drive(steps: Steps[T], client: Any) -> T:
-    """Run ``steps`` on a sync client (plain or cluster); returns their result."""
-    return Driver(client).run(steps)

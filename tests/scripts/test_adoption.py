@@ -1,0 +1,188 @@
+"""A team's existing scripts work unchanged: any file name, every broken file reported at
+once, a lenient registry, and headers for optional and zero-or-more keys and args."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import redis
+
+from luapipe.errors import CallArgumentError, ScriptError, ScriptSyntaxError
+from luapipe.scripts.header import Param, Signature, parse_header
+from luapipe.scripts.loader import discover, scan
+from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
+
+from ..helpers import calls, reset_stats
+
+REAL_WORLD_NAMES = ["addStandardJob-9", "moveToFinished-14", "1st_pass", "Lock.LUA_RELEASE", "café"]
+
+
+def test_a_script_is_named_after_its_file_whatever_the_name(
+    tmp_path: Path, client: redis.Redis
+) -> None:
+    for name in REAL_WORLD_NAMES:
+        (tmp_path / f"{name}.lua").write_text("return redis.call('INCR', KEYS[1])\n")
+    reg = ScriptRegistry.from_directory(tmp_path)
+    assert reg.names() == sorted(REAL_WORLD_NAMES)
+    for name in REAL_WORLD_NAMES:
+        body = (tmp_path / f"{name}.lua").read_bytes()
+        assert reg[name].sha == hashlib.sha1(body).hexdigest()
+        assert reg.call(client, name, keys=[f"n:{name}"]) == 1
+
+
+def test_every_bad_file_is_reported_in_one_error_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "good.lua").write_text("return 1\n")
+    (tmp_path / "has space.lua").write_text("return 1\n")
+    (tmp_path / "tab\there.lua").write_text("return 1\n")
+    (tmp_path / "bad_header.lua").write_text("-- @frob x\nreturn 1\n")
+    (tmp_path / "broken.lua").write_text("local x = = 1\n")
+    with pytest.raises(ScriptError) as info:
+        ScriptRegistry.from_directory(tmp_path)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "4 scripts cannot be used:"
+    body = "\n".join(lines[1:])
+    assert f"{tmp_path / 'has space.lua'}: invalid script name 'has space': whitespace" in body
+    assert "tab\\there.lua: invalid script name 'tab\\there': whitespace ('\\t')" in body
+    assert f"{tmp_path / 'bad_header.lua'}:1: unknown header tag @frob" in body
+    assert f"{tmp_path / 'broken.lua'}:1: Lua syntax error" in body
+    assert len(lines) == 5
+
+
+def test_one_bad_file_keeps_its_own_error_class_and_line(tmp_path: Path) -> None:
+    (tmp_path / "good.lua").write_text("return 1\n")
+    (tmp_path / "broken.lua").write_text("-- @key k\n\nreturn = 1\n")
+    with pytest.raises(ScriptSyntaxError) as info:
+        ScriptRegistry.from_directory(tmp_path)
+    assert info.value.line == 3 and "\n" not in str(info.value)
+
+
+def test_a_lenient_registry_calls_the_good_scripts_and_reports_the_broken(
+    tmp_path: Path, client: redis.Redis
+) -> None:
+    (tmp_path / "incr.lua").write_text("return redis.call('INCR', KEYS[1])\n")
+    (tmp_path / "broken.lua").write_text("return = 1\n")
+    (tmp_path / "bad name.lua").write_text("return 1\n")
+    reg = ScriptRegistry.from_directory(tmp_path, strict=False)
+    assert reg.names() == ["incr"]
+    assert [(p.name, p.line) for p in reg.problems] == [("bad name", None), ("broken", 1)]
+    assert str(reg.problems[1]).startswith(f"{tmp_path / 'broken.lua'}:1: Lua syntax error")
+    assert reg.call(client, "incr", keys=["n"]) == 1
+    with pytest.raises(ScriptError, match=r"script 'broken' cannot be used: .*broken\.lua:1"):
+        reg.call(client, "broken")
+    assert "broken" not in reg and len(reg) == 1
+
+
+def test_a_lenient_registry_without_problems_is_an_ordinary_one(tmp_path: Path) -> None:
+    (tmp_path / "a.lua").write_text("return 1\n")
+    reg = ScriptRegistry.from_directory(tmp_path, strict=False)
+    assert reg.names() == ["a"] and reg.problems == ()
+
+
+def test_scan_reads_past_broken_files(tmp_path: Path) -> None:
+    (tmp_path / "a.lua").write_bytes(b"return '\xff'\n")
+    (tmp_path / "b.lua").write_text("return 2\n")
+    found = scan(tmp_path)
+    assert [s.name for s in found.scripts] == ["b"]
+    assert [p.name for p in found.problems] == ["a"]
+    with pytest.raises(ScriptError, match=r"a\.lua:1: not valid UTF-8"):
+        discover(tmp_path)
+
+
+# -- headers ---------------------------------------------------------------------------
+
+
+def _sig(*lines: str) -> tuple[Signature, Signature]:
+    header = parse_header("\n".join(lines) + "\nreturn 1\n")
+    assert header.keys is not None and header.args is not None
+    return Signature(header.keys), Signature(header.args)
+
+
+@pytest.mark.parametrize(
+    ("arg_lines", "accepted", "refused"),
+    [
+        (["-- @arg a"], [1], [0, 2]),
+        (["-- @arg a", "-- @arg [b]"], [1, 2], [0, 3]),
+        (["-- @arg [a]", "-- @arg [b]"], [0, 1, 2], [3]),
+        (["-- @arg ids..."], [1, 2, 9], [0]),
+        (["-- @arg [ids...]"], [0, 1, 9], []),
+        (["-- @arg a", "-- @arg [rest...]"], [1, 5], [0]),
+        (["-- @arg a", "-- @arg [b]", "-- @arg [rest...]"], [1, 2, 3, 7], [0]),
+        ([], [0], [1]),
+    ],
+)
+def test_arg_counts_follow_the_header(
+    arg_lines: list[str], accepted: list[int], refused: list[int]
+) -> None:
+    _, args = _sig("-- @key k", *arg_lines)
+    assert [n for n in accepted if args.accepts(n)] == accepted
+    assert [n for n in refused if args.accepts(n)] == []
+
+
+def test_keys_take_the_same_grammar() -> None:
+    keys, _ = _sig("-- @key [lock]", "-- @key [ids...]")
+    assert keys.minimum == 0 and keys.maximum is None
+    assert keys.params == (Param("lock", optional=True), Param("ids", variadic=True, optional=True))
+    assert [p.display for p in keys.params] == ["[lock]", "[ids...]"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["-- @arg [a]", "-- @arg b"], "@arg b is required but follows the optional [a]"),
+        (["-- @arg a...", "-- @arg b"], "only the last @arg may be variadic"),
+        (["-- @arg [a...]", "-- @arg [b]"], "only the last @arg may be variadic"),
+        (["-- @key [k"], "@key needs a name"),
+        (["-- @key k]"], "@key needs a name"),
+        (["-- @arg [a]", "-- @arg [a]"], "@arg a is declared twice"),
+    ],
+)
+def test_bad_signatures_name_the_line(lines: list[str], message: str) -> None:
+    with pytest.raises(ScriptError, match=rf"^s\.lua:{len(lines)}: " + message.replace("[", r"\[")):
+        parse_header("\n".join(lines) + "\nreturn 1\n", "s.lua")
+
+
+@pytest.mark.parametrize(
+    ("header", "keys", "args", "message"),
+    [
+        ("-- @key k", ["a"], [1], "script 's' takes no args, got 1"),
+        ("-- @key k", [], [], "script 's' takes 1 key (k), got 0"),
+        ("-- @key a\n-- @key b", ["a"], [], "script 's' takes 2 keys (a, b), got 1"),
+        ("-- @key k\n-- @arg a\n-- @arg [b]", ["k"], [], "takes 1 to 2 args (a, [b]), got 0"),
+        ("-- @key k\n-- @arg v...", ["k"], [], "takes at least 1 arg (v...), got 0"),
+        ("-- @key [k...]\n-- @arg a", [], [], "takes 1 arg (a), got 0"),
+    ],
+)
+def test_refusals_read_as_english(
+    header: str, keys: list[str], args: list[int], message: str
+) -> None:
+    script = LuaScript.from_source("s", header + "\nreturn 1\n")
+    with pytest.raises(CallArgumentError) as info:
+        script.check_call(keys, args)
+    assert str(info.value).endswith(message), str(info.value)
+    assert "none args" not in str(info.value)
+
+
+def test_optional_and_zero_or_more_calls_reach_the_server(r: redis.Redis, tmp_path: Path) -> None:
+    (tmp_path / "purge.lua").write_text(
+        "-- Delete the given ids of a set; with none, delete the set.\n"
+        "-- @key set\n-- @arg [ids...]\n"
+        "if #ARGV == 0 then return redis.call('DEL', KEYS[1]) end\n"
+        "return redis.call('SREM', KEYS[1], unpack(ARGV))\n"
+    )
+    (tmp_path / "get_or.lua").write_text(
+        "-- @key k\n-- @arg [default]\nreturn redis.call('GET', KEYS[1]) or ARGV[1] or 'none'\n"
+    )
+    reg = ScriptRegistry.from_directory(tmp_path)
+    r.sadd("s", "a", "b", "c")
+    assert reg.call(r, "purge", keys=["s"], args=["a"]) == 1
+    assert reg.call(r, "purge", keys=["s"]) == 1
+    assert not r.exists("s")
+    assert reg.call(r, "get_or", keys=["k"]) == b"none"
+    assert reg.call(r, "get_or", keys=["k"], args=["d"]) == b"d"
+    reset_stats(r)
+    with pytest.raises(CallArgumentError, match=r"takes 0 to 1 args \(\[default\]\), got 2$"):
+        reg.call(r, "get_or", keys=["k"], args=["d", "extra"])
+    assert calls(r, "evalsha") == 0 and calls(r, "eval") == 0
