@@ -19,8 +19,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "cas_update"
@@ -229,7 +229,7 @@ def naive(client: redis.Redis, *, record: str, field: str, expected: str, new: s
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return _f.run_plan(PLAN, client, "naive", {"record": record}, {"field": field, "expected": expected, "new": new}).value
+    return _r.run(PLAN, client, "naive", {"record": record}, {"field": field, "expected": expected, "new": new}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -239,7 +239,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, record: str, field: str, 
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"record": record}, {"field": field, "expected": expected, "new": new})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"record": record}, {"field": field, "expected": expected, "new": new})).value
 
 
 def pipelined(client: redis.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -249,7 +249,7 @@ def pipelined(client: redis.Redis, *, record: str, field: str, expected: str, ne
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"record": record}, {"field": field, "expected": expected, "new": new}).value
+    return _r.run(PLAN, client, "pipelined", {"record": record}, {"field": field, "expected": expected, "new": new}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -259,7 +259,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, record: str, field: s
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"record": record}, {"field": field, "expected": expected, "new": new})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"record": record}, {"field": field, "expected": expected, "new": new})).value
 
 
 def transaction(client: redis.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -269,7 +269,7 @@ def transaction(client: redis.Redis, *, record: str, field: str, expected: str, 
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return _f.run_plan(PLAN, client, "transaction", {"record": record}, {"field": field, "expected": expected, "new": new}).value
+    return _r.run(PLAN, client, "transaction", {"record": record}, {"field": field, "expected": expected, "new": new}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -279,7 +279,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, record: str, field:
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"record": record}, {"field": field, "expected": expected, "new": new})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"record": record}, {"field": field, "expected": expected, "new": new})).value
 
 
 def script(client: redis.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -289,7 +289,7 @@ def script(client: redis.Redis, *, record: str, field: str, expected: str, new: 
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return _f.run_plan(PLAN, client, "script", {"record": record}, {"field": field, "expected": expected, "new": new}).value
+    return _r.run(PLAN, client, "script", {"record": record}, {"field": field, "expected": expected, "new": new}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -299,7 +299,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"record": record}, {"field": field, "expected": expected, "new": new})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"record": record}, {"field": field, "expected": expected, "new": new})).value
 
 
 def function(client: redis.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -309,7 +309,7 @@ def function(client: redis.Redis, *, record: str, field: str, expected: str, new
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return _f.run_plan(PLAN, client, "function", {"record": record}, {"field": field, "expected": expected, "new": new}).value
+    return _r.run(PLAN, client, "function", {"record": record}, {"field": field, "expected": expected, "new": new}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, record: str, field: str, expected: str, new: str) -> Any:
@@ -319,4 +319,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, record: str, field: st
     Args: field (str) the field; expected (str) the value it must hold; new (str) the value to write.
     Returns: if(ok, 1, 0), current.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"record": record}, {"field": field, "expected": expected, "new": new})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"record": record}, {"field": field, "expected": expected, "new": new})).value

@@ -22,8 +22,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "fetch_feed"
@@ -230,7 +230,7 @@ def naive(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return _f.run_plan(PLAN, client, "naive", {"feed": feed}, {"n": n, "prefix": prefix}).value
+    return _r.run(PLAN, client, "naive", {"feed": feed}, {"n": n, "prefix": prefix}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -240,7 +240,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, prefix
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"feed": feed}, {"n": n, "prefix": prefix})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"feed": feed}, {"n": n, "prefix": prefix})).value
 
 
 def pipelined(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -250,7 +250,7 @@ def pipelined(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"feed": feed}, {"n": n, "prefix": prefix}).value
+    return _r.run(PLAN, client, "pipelined", {"feed": feed}, {"n": n, "prefix": prefix}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -260,7 +260,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, pr
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"feed": feed}, {"n": n, "prefix": prefix})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"feed": feed}, {"n": n, "prefix": prefix})).value
 
 
 def transaction(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -270,7 +270,7 @@ def transaction(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return _f.run_plan(PLAN, client, "transaction", {"feed": feed}, {"n": n, "prefix": prefix}).value
+    return _r.run(PLAN, client, "transaction", {"feed": feed}, {"n": n, "prefix": prefix}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -280,7 +280,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, 
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"feed": feed}, {"n": n, "prefix": prefix})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"feed": feed}, {"n": n, "prefix": prefix})).value
 
 
 def script(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -290,7 +290,7 @@ def script(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return _f.run_plan(PLAN, client, "script", {"feed": feed}, {"n": n, "prefix": prefix}).value
+    return _r.run(PLAN, client, "script", {"feed": feed}, {"n": n, "prefix": prefix}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, feed: str, n: int, prefix: str) -> Any:
@@ -300,7 +300,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"feed": feed}, {"n": n, "prefix": prefix})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"feed": feed}, {"n": n, "prefix": prefix})).value
 
 
 def function(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -310,7 +310,7 @@ def function(client: redis.Redis, *, feed: str, n: int, prefix: str) -> Any:
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return _f.run_plan(PLAN, client, "function", {"feed": feed}, {"n": n, "prefix": prefix}).value
+    return _r.run(PLAN, client, "function", {"feed": feed}, {"n": n, "prefix": prefix}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, prefix: str) -> Any:
@@ -320,4 +320,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, feed: str, n: int, pre
     Args: n (int) how many entries; prefix (str) detail key = prefix .. id.
     Returns: ids, details.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"feed": feed}, {"n": n, "prefix": prefix})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"feed": feed}, {"n": n, "prefix": prefix})).value

@@ -20,8 +20,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "incr_many"
@@ -220,7 +220,7 @@ def naive(client: redis.Redis, *, counters: list[str], by: int) -> Any:
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return _f.run_plan(PLAN, client, "naive", {"counters": counters}, {"by": by}).value
+    return _r.run(PLAN, client, "naive", {"counters": counters}, {"by": by}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, counters: list[str], by: int) -> Any:
@@ -230,7 +230,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, counters: list[str], by: 
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"counters": counters}, {"by": by})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"counters": counters}, {"by": by})).value
 
 
 def pipelined(client: redis.Redis, *, counters: list[str], by: int) -> Any:
@@ -240,7 +240,7 @@ def pipelined(client: redis.Redis, *, counters: list[str], by: int) -> Any:
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"counters": counters}, {"by": by}).value
+    return _r.run(PLAN, client, "pipelined", {"counters": counters}, {"by": by}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, counters: list[str], by: int) -> Any:
@@ -250,7 +250,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, counters: list[str], 
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"counters": counters}, {"by": by})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"counters": counters}, {"by": by})).value
 
 
 def transaction(client: redis.Redis, *, counters: list[str], by: int) -> Any:
@@ -260,7 +260,7 @@ def transaction(client: redis.Redis, *, counters: list[str], by: int) -> Any:
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return _f.run_plan(PLAN, client, "transaction", {"counters": counters}, {"by": by}).value
+    return _r.run(PLAN, client, "transaction", {"counters": counters}, {"by": by}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, counters: list[str], by: int) -> Any:
@@ -270,7 +270,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, counters: list[str]
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"counters": counters}, {"by": by})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"counters": counters}, {"by": by})).value
 
 
 def script(client: redis.Redis, *, counters: list[str], by: int) -> Any:
@@ -280,7 +280,7 @@ def script(client: redis.Redis, *, counters: list[str], by: int) -> Any:
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return _f.run_plan(PLAN, client, "script", {"counters": counters}, {"by": by}).value
+    return _r.run(PLAN, client, "script", {"counters": counters}, {"by": by}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, counters: list[str], by: int) -> Any:
@@ -290,7 +290,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"counters": counters}, {"by": by})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"counters": counters}, {"by": by})).value
 
 
 def function(client: redis.Redis, *, counters: list[str], by: int) -> Any:
@@ -300,7 +300,7 @@ def function(client: redis.Redis, *, counters: list[str], by: int) -> Any:
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return _f.run_plan(PLAN, client, "function", {"counters": counters}, {"by": by}).value
+    return _r.run(PLAN, client, "function", {"counters": counters}, {"by": by}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, counters: list[str], by: int) -> Any:
@@ -310,4 +310,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, counters: list[str], b
     Args: by (int) amount to add to each counter.
     Returns: len(counters).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"counters": counters}, {"by": by})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"counters": counters}, {"by": by})).value

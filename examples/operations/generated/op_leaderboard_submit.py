@@ -19,8 +19,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "leaderboard_submit"
@@ -232,7 +232,7 @@ def naive(client: redis.Redis, *, board: str, player: str, score: float) -> Any:
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return _f.run_plan(PLAN, client, "naive", {"board": board}, {"player": player, "score": score}).value
+    return _r.run(PLAN, client, "naive", {"board": board}, {"player": player, "score": score}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, board: str, player: str, score: float) -> Any:
@@ -242,7 +242,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, board: str, player: str, 
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"board": board}, {"player": player, "score": score})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"board": board}, {"player": player, "score": score})).value
 
 
 def pipelined(client: redis.Redis, *, board: str, player: str, score: float) -> Any:
@@ -252,7 +252,7 @@ def pipelined(client: redis.Redis, *, board: str, player: str, score: float) -> 
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"board": board}, {"player": player, "score": score}).value
+    return _r.run(PLAN, client, "pipelined", {"board": board}, {"player": player, "score": score}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, board: str, player: str, score: float) -> Any:
@@ -262,7 +262,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, board: str, player: s
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"board": board}, {"player": player, "score": score})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"board": board}, {"player": player, "score": score})).value
 
 
 def transaction(client: redis.Redis, *, board: str, player: str, score: float) -> Any:
@@ -272,7 +272,7 @@ def transaction(client: redis.Redis, *, board: str, player: str, score: float) -
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return _f.run_plan(PLAN, client, "transaction", {"board": board}, {"player": player, "score": score}).value
+    return _r.run(PLAN, client, "transaction", {"board": board}, {"player": player, "score": score}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, board: str, player: str, score: float) -> Any:
@@ -282,7 +282,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, board: str, player:
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"board": board}, {"player": player, "score": score})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"board": board}, {"player": player, "score": score})).value
 
 
 def script(client: redis.Redis, *, board: str, player: str, score: float) -> Any:
@@ -292,7 +292,7 @@ def script(client: redis.Redis, *, board: str, player: str, score: float) -> Any
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return _f.run_plan(PLAN, client, "script", {"board": board}, {"player": player, "score": score}).value
+    return _r.run(PLAN, client, "script", {"board": board}, {"player": player, "score": score}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, board: str, player: str, score: float) -> Any:
@@ -302,7 +302,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"board": board}, {"player": player, "score": score})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"board": board}, {"player": player, "score": score})).value
 
 
 def function(client: redis.Redis, *, board: str, player: str, score: float) -> Any:
@@ -312,7 +312,7 @@ def function(client: redis.Redis, *, board: str, player: str, score: float) -> A
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return _f.run_plan(PLAN, client, "function", {"board": board}, {"player": player, "score": score}).value
+    return _r.run(PLAN, client, "function", {"board": board}, {"player": player, "score": score}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, board: str, player: str, score: float) -> Any:
@@ -322,4 +322,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, board: str, player: st
     Args: player (str) the player; score (float) this game's score.
     Returns: if(improved, 1, 0), top, above.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"board": board}, {"player": player, "score": score})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"board": board}, {"player": player, "score": score})).value

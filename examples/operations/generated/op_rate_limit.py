@@ -19,8 +19,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "rate_limit"
@@ -229,7 +229,7 @@ def naive(client: redis.Redis, *, counter: str, limit: int, window: int) -> Any:
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return _f.run_plan(PLAN, client, "naive", {"counter": counter}, {"limit": limit, "window": window}).value
+    return _r.run(PLAN, client, "naive", {"counter": counter}, {"limit": limit, "window": window}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -239,7 +239,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, counter: str, limit: int,
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"counter": counter}, {"limit": limit, "window": window})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"counter": counter}, {"limit": limit, "window": window})).value
 
 
 def pipelined(client: redis.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -249,7 +249,7 @@ def pipelined(client: redis.Redis, *, counter: str, limit: int, window: int) -> 
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"counter": counter}, {"limit": limit, "window": window}).value
+    return _r.run(PLAN, client, "pipelined", {"counter": counter}, {"limit": limit, "window": window}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -259,7 +259,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, counter: str, limit: 
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"counter": counter}, {"limit": limit, "window": window})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"counter": counter}, {"limit": limit, "window": window})).value
 
 
 def transaction(client: redis.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -269,7 +269,7 @@ def transaction(client: redis.Redis, *, counter: str, limit: int, window: int) -
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return _f.run_plan(PLAN, client, "transaction", {"counter": counter}, {"limit": limit, "window": window}).value
+    return _r.run(PLAN, client, "transaction", {"counter": counter}, {"limit": limit, "window": window}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -279,7 +279,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, counter: str, limit
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"counter": counter}, {"limit": limit, "window": window})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"counter": counter}, {"limit": limit, "window": window})).value
 
 
 def script(client: redis.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -289,7 +289,7 @@ def script(client: redis.Redis, *, counter: str, limit: int, window: int) -> Any
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return _f.run_plan(PLAN, client, "script", {"counter": counter}, {"limit": limit, "window": window}).value
+    return _r.run(PLAN, client, "script", {"counter": counter}, {"limit": limit, "window": window}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, counter: str, limit: int, window: int) -> Any:
@@ -299,7 +299,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"counter": counter}, {"limit": limit, "window": window})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"counter": counter}, {"limit": limit, "window": window})).value
 
 
 def function(client: redis.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -309,7 +309,7 @@ def function(client: redis.Redis, *, counter: str, limit: int, window: int) -> A
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return _f.run_plan(PLAN, client, "function", {"counter": counter}, {"limit": limit, "window": window}).value
+    return _r.run(PLAN, client, "function", {"counter": counter}, {"limit": limit, "window": window}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, counter: str, limit: int, window: int) -> Any:
@@ -319,4 +319,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, counter: str, limit: i
     Args: limit (int) hits allowed per window; window (int) window length in seconds (the key's expiry).
     Returns: if(allowed, 1, 0), max(0, limit - if(allowed, count + 1, count)).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"counter": counter}, {"limit": limit, "window": window})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"counter": counter}, {"limit": limit, "window": window})).value

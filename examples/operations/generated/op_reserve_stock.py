@@ -19,8 +19,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "reserve_stock"
@@ -226,7 +226,7 @@ def naive(client: redis.Redis, *, stock: str, qty: int) -> Any:
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return _f.run_plan(PLAN, client, "naive", {"stock": stock}, {"qty": qty}).value
+    return _r.run(PLAN, client, "naive", {"stock": stock}, {"qty": qty}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int) -> Any:
@@ -236,7 +236,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int) -> 
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"stock": stock}, {"qty": qty})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"stock": stock}, {"qty": qty})).value
 
 
 def pipelined(client: redis.Redis, *, stock: str, qty: int) -> Any:
@@ -246,7 +246,7 @@ def pipelined(client: redis.Redis, *, stock: str, qty: int) -> Any:
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"stock": stock}, {"qty": qty}).value
+    return _r.run(PLAN, client, "pipelined", {"stock": stock}, {"qty": qty}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int) -> Any:
@@ -256,7 +256,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int)
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"stock": stock}, {"qty": qty})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"stock": stock}, {"qty": qty})).value
 
 
 def transaction(client: redis.Redis, *, stock: str, qty: int) -> Any:
@@ -266,7 +266,7 @@ def transaction(client: redis.Redis, *, stock: str, qty: int) -> Any:
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return _f.run_plan(PLAN, client, "transaction", {"stock": stock}, {"qty": qty}).value
+    return _r.run(PLAN, client, "transaction", {"stock": stock}, {"qty": qty}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int) -> Any:
@@ -276,7 +276,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, stock: str, qty: in
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"stock": stock}, {"qty": qty})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"stock": stock}, {"qty": qty})).value
 
 
 def script(client: redis.Redis, *, stock: str, qty: int) -> Any:
@@ -286,7 +286,7 @@ def script(client: redis.Redis, *, stock: str, qty: int) -> Any:
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return _f.run_plan(PLAN, client, "script", {"stock": stock}, {"qty": qty}).value
+    return _r.run(PLAN, client, "script", {"stock": stock}, {"qty": qty}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, stock: str, qty: int) -> Any:
@@ -296,7 +296,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"stock": stock}, {"qty": qty})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"stock": stock}, {"qty": qty})).value
 
 
 def function(client: redis.Redis, *, stock: str, qty: int) -> Any:
@@ -306,7 +306,7 @@ def function(client: redis.Redis, *, stock: str, qty: int) -> Any:
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return _f.run_plan(PLAN, client, "function", {"stock": stock}, {"qty": qty}).value
+    return _r.run(PLAN, client, "function", {"stock": stock}, {"qty": qty}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int) -> Any:
@@ -316,4 +316,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, stock: str, qty: int) 
     Args: qty (int) units to reserve.
     Returns: if(ok, 1, 0), left.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"stock": stock}, {"qty": qty})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"stock": stock}, {"qty": qty})).value

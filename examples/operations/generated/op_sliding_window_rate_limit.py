@@ -19,8 +19,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "sliding_window_rate_limit"
@@ -238,7 +238,7 @@ def naive(client: redis.Redis, *, window: str, now: int, width: int, limit: int,
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return _f.run_plan(PLAN, client, "naive", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
+    return _r.run(PLAN, client, "naive", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -248,7 +248,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, window: str, now: int, wi
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
 
 
 def pipelined(client: redis.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -258,7 +258,7 @@ def pipelined(client: redis.Redis, *, window: str, now: int, width: int, limit: 
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
+    return _r.run(PLAN, client, "pipelined", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -268,7 +268,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, window: str, now: int
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
 
 
 def transaction(client: redis.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -278,7 +278,7 @@ def transaction(client: redis.Redis, *, window: str, now: int, width: int, limit
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return _f.run_plan(PLAN, client, "transaction", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
+    return _r.run(PLAN, client, "transaction", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -288,7 +288,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, window: str, now: i
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
 
 
 def script(client: redis.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -298,7 +298,7 @@ def script(client: redis.Redis, *, window: str, now: int, width: int, limit: int
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return _f.run_plan(PLAN, client, "script", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
+    return _r.run(PLAN, client, "script", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -308,7 +308,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
 
 
 def function(client: redis.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -318,7 +318,7 @@ def function(client: redis.Redis, *, window: str, now: int, width: int, limit: i
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return _f.run_plan(PLAN, client, "function", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
+    return _r.run(PLAN, client, "function", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, window: str, now: int, width: int, limit: int, request: str) -> Any:
@@ -328,4 +328,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, window: str, now: int,
     Args: now (int) current time in ms, passed in so every form agrees; width (int) window width in ms (also the key's expiry); limit (int) hits allowed per window; request (str) unique id of this request.
     Returns: if(allowed, 1, 0), count + if(allowed, 1, 0).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"window": window}, {"now": now, "width": width, "limit": limit, "request": request})).value

@@ -19,8 +19,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "transfer"
@@ -232,7 +232,7 @@ def naive(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return _f.run_plan(PLAN, client, "naive", {"src": src, "dst": dst}, {"amount": amount}).value
+    return _r.run(PLAN, client, "naive", {"src": src, "dst": dst}, {"amount": amount}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -242,7 +242,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, amoun
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"src": src, "dst": dst}, {"amount": amount})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"src": src, "dst": dst}, {"amount": amount})).value
 
 
 def pipelined(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -252,7 +252,7 @@ def pipelined(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"src": src, "dst": dst}, {"amount": amount}).value
+    return _r.run(PLAN, client, "pipelined", {"src": src, "dst": dst}, {"amount": amount}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -262,7 +262,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, a
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"src": src, "dst": dst}, {"amount": amount})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"src": src, "dst": dst}, {"amount": amount})).value
 
 
 def transaction(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -272,7 +272,7 @@ def transaction(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return _f.run_plan(PLAN, client, "transaction", {"src": src, "dst": dst}, {"amount": amount}).value
+    return _r.run(PLAN, client, "transaction", {"src": src, "dst": dst}, {"amount": amount}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -282,7 +282,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, src: str, dst: str,
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"src": src, "dst": dst}, {"amount": amount})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"src": src, "dst": dst}, {"amount": amount})).value
 
 
 def script(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -292,7 +292,7 @@ def script(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return _f.run_plan(PLAN, client, "script", {"src": src, "dst": dst}, {"amount": amount}).value
+    return _r.run(PLAN, client, "script", {"src": src, "dst": dst}, {"amount": amount}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, src: str, dst: str, amount: int) -> Any:
@@ -302,7 +302,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"src": src, "dst": dst}, {"amount": amount})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"src": src, "dst": dst}, {"amount": amount})).value
 
 
 def function(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -312,7 +312,7 @@ def function(client: redis.Redis, *, src: str, dst: str, amount: int) -> Any:
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return _f.run_plan(PLAN, client, "function", {"src": src, "dst": dst}, {"amount": amount}).value
+    return _r.run(PLAN, client, "function", {"src": src, "dst": dst}, {"amount": amount}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, amount: int) -> Any:
@@ -322,4 +322,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, src: str, dst: str, am
     Args: amount (int) amount to move.
     Returns: if(ok, 1, 0), if(ok, src_bal - amount, src_bal).
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"src": src, "dst": dst}, {"amount": amount})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"src": src, "dst": dst}, {"amount": amount})).value

@@ -20,8 +20,8 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from luapipe.operations import aio_forms as _a
-from luapipe.operations import forms as _f
+from luapipe.operations import plan as _f
+from luapipe.operations import run as _r
 from luapipe import runtime as _rt
 
 NAME = "update_token"
@@ -248,7 +248,7 @@ def naive(client: redis.Redis, *, login: str, recent: str, viewed: str, item_vie
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return _f.run_plan(PLAN, client, "naive", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
+    return _r.run(PLAN, client, "naive", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
 
 
 async def naive_async(aclient: redis.asyncio.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -258,7 +258,7 @@ async def naive_async(aclient: redis.asyncio.Redis, *, login: str, recent: str, 
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "naive", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
+    return (await _r.run_async(PLAN, aclient, "naive", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
 
 
 def pipelined(client: redis.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -268,7 +268,7 @@ def pipelined(client: redis.Redis, *, login: str, recent: str, viewed: str, item
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return _f.run_plan(PLAN, client, "pipelined", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
+    return _r.run(PLAN, client, "pipelined", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
 
 
 async def pipelined_async(aclient: redis.asyncio.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -278,7 +278,7 @@ async def pipelined_async(aclient: redis.asyncio.Redis, *, login: str, recent: s
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "pipelined", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
+    return (await _r.run_async(PLAN, aclient, "pipelined", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
 
 
 def transaction(client: redis.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -288,7 +288,7 @@ def transaction(client: redis.Redis, *, login: str, recent: str, viewed: str, it
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return _f.run_plan(PLAN, client, "transaction", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
+    return _r.run(PLAN, client, "transaction", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
 
 
 async def transaction_async(aclient: redis.asyncio.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -298,7 +298,7 @@ async def transaction_async(aclient: redis.asyncio.Redis, *, login: str, recent:
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "transaction", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
+    return (await _r.run_async(PLAN, aclient, "transaction", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
 
 
 def script(client: redis.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -308,7 +308,7 @@ def script(client: redis.Redis, *, login: str, recent: str, viewed: str, item_vi
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return _f.run_plan(PLAN, client, "script", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
+    return _r.run(PLAN, client, "script", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
 
 
 async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -318,7 +318,7 @@ async def script_async(aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "script", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
+    return (await _r.run_async(PLAN, aclient, "script", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
 
 
 def function(client: redis.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -328,7 +328,7 @@ def function(client: redis.Redis, *, login: str, recent: str, viewed: str, item_
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return _f.run_plan(PLAN, client, "function", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
+    return _r.run(PLAN, client, "function", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now}).value
 
 
 async def function_async(aclient: redis.asyncio.Redis, *, login: str, recent: str, viewed: str, item_views: str, token: str, user: str, item: str, now: int) -> Any:
@@ -338,4 +338,4 @@ async def function_async(aclient: redis.asyncio.Redis, *, login: str, recent: st
     Args: token (str) the session token; user (str) the user it belongs to; item (str) the item viewed, '' for none; now (int) the time (seconds), passed in so every form agrees.
     Returns: len(item) > 0.
     """
-    return (await _a.run_plan_async(PLAN, aclient, "function", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value
+    return (await _r.run_async(PLAN, aclient, "function", {"login": login, "recent": recent, "viewed": viewed, "item_views": item_views}, {"token": token, "user": user, "item": item, "now": now})).value

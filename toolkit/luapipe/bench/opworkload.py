@@ -33,7 +33,6 @@ from luapipe.bench.workloads import (
     zipf_exponent,
 )
 from luapipe.errors import LuapipeError
-from luapipe.operations.clusterforms import invariant_of, run_op
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
 from luapipe.wire.routing import is_cluster
@@ -82,7 +81,7 @@ class OperationWorkload:
                 for _ in range(3):
                     if not self._holds(client, case):
                         raise ValueError("the invariant does not hold in this state")
-                    run_op(self.op, client, form, case.keys_dict, case.args_dict)
+                    self.op.run_detailed(client, form, keys=case.keys_dict, args=case.args_dict)
                 if not self._holds(client, case):
                     raise ValueError("the invariant does not hold in this state")
                 self.op.setup(client, case)
@@ -135,7 +134,7 @@ class OperationWorkload:
         return inv is None or inv.conserved or bool(self._invariant(client, case))
 
     def _invariant(self, client: redis.Redis, case: Any) -> Any:
-        return invariant_of(self.op, client, case.keys_dict, case.args_dict)
+        return self.op.check_invariant(client, keys=case.keys_dict, args=case.args_dict)
 
     def cluster_skips(self, client: Any) -> dict[str, str]:
         """``{form: reason}`` for the forms that cannot run with these cases' keys."""
@@ -176,11 +175,6 @@ class OperationWorkload:
                 return sum(o.retries for o in outcomes)
 
             return many
-        if is_cluster(client):
-            op = self.op
-
-            def run(client: Any, form: str, *, keys: Any, args: Any) -> Any:
-                return run_op(op, client, form, keys, args)
 
         def call(i: int) -> int:
             keys, args = calls[chooser.pick(rng)]

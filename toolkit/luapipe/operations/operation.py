@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import redis
 
-from luapipe.operations import aio_forms, casegen, forms, generate, keyspace
+from luapipe.operations import casegen, generate, keyspace
 from luapipe.operations import run as runner
 from luapipe.operations.casegen import Case
 from luapipe.operations.model import (
@@ -29,7 +29,7 @@ from luapipe.operations.model import (
     Write,
 )
 from luapipe.operations.plan import RunResult, plan_of
-from luapipe.wire.clients import is_async_client, is_cluster
+from luapipe.wire.clients import is_async_client
 
 if TYPE_CHECKING:
     from luapipe.wire.clients import AsyncClient, SyncClient
@@ -108,13 +108,6 @@ class Operation(OperationModel):
         """Like :meth:`run`, with round trips and WATCH retries (at most ``max_retries``,
         default 20) counted. Cluster clients run every form, routed by key slot."""
         plan = plan_of(self)
-        if is_cluster(client):  # still on the routed-session loops
-            retries = 20 if max_retries is None else max_retries
-            if is_async_client(client):
-                return aio_forms.run_plan_async(
-                    plan, client, form, keys, args or {}, max_retries=retries
-                )
-            return forms.run_plan(plan, client, form, keys, args or {}, max_retries=retries)
         if is_async_client(client):
             return runner.run_async(plan, client, form, keys, args or {}, max_retries=max_retries)
         return runner.run(plan, client, form, keys, args or {}, max_retries=max_retries)

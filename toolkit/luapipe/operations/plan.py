@@ -19,8 +19,6 @@ import redis.exceptions as rex
 
 from luapipe import runtime as _rt
 from luapipe.errors import CallArgumentError, TransactionAborted
-from luapipe.wire import sync as transport
-from luapipe.wire.aio import AsyncSession
 from luapipe.wire.replies import ReplyError, full_error_text, raise_for
 
 __all__ = [
@@ -32,11 +30,8 @@ __all__ = [
     "Batches",
     "Generated",
     "WriteStep",
-    "Steps",
     "bind",
     "check",
-    "drive",
-    "drive_async",
     "enc",
     "encode",
     "flat",
@@ -158,28 +153,6 @@ def enc(v: Any) -> Any:
 def encode(cmds: Sequence[Cmd]) -> list[Cmd]:
     """Commands as sent: every str as UTF-8 (surrogates kept) bytes."""
     return [tuple(enc(x) for x in c) for c in cmds]
-
-
-def drive(steps: Batches[T], s: transport.Session, *, asking: bool = False) -> T:
-    """Run ``steps`` on one sync session (the cluster forms, until they run on the table)."""
-    try:
-        batch = next(steps)
-        while True:
-            batch = steps.send(s.execute(batch, asking=asking))
-    except StopIteration as done:
-        result: T = done.value
-        return result
-
-
-async def drive_async(steps: Batches[T], s: AsyncSession, *, asking: bool = False) -> T:
-    """Run ``steps`` on one async session (the cluster forms, until they run on the table)."""
-    try:
-        batch = next(steps)
-        while True:
-            batch = steps.send(await s.execute(batch, asking=asking))
-    except StopIteration as done:
-        result: T = done.value
-        return result
 
 
 # -- arguments ---------------------------------------------------------------------------

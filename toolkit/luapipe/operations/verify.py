@@ -24,7 +24,6 @@ import redis
 
 from luapipe.errors import LuapipeError
 from luapipe.operations.casegen import Case, KeyState, sample_case
-from luapipe.operations.clusterforms import run_op
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.keyspace import delete_namespace, dump, setup
 from luapipe.operations.libraries import restore_library, snapshot_library
@@ -114,7 +113,8 @@ class VerifyReport:
 def _run_one(op: Operation, client: redis.Redis, form: str, case: Case) -> tuple[Outcome, Any]:
     setup(client, case)
     try:
-        outcome: Outcome = ("ok", run_op(op, client, form, case.keys_dict, case.args_dict).value)
+        result = op.run_detailed(client, form, keys=case.keys_dict, args=case.args_dict)
+        outcome: Outcome = ("ok", result.value)
     except LuapipeError as exc:
         outcome = ("error", error_code(exc))
     return outcome, dump(client, case.namespace)
@@ -226,6 +226,6 @@ def outcome_of(
     op: Operation, client: redis.Redis, form: str, keys: Mapping[str, Any], args: Mapping[str, Any]
 ) -> Outcome:
     try:
-        return ("ok", run_op(op, client, form, keys, args).value)
+        return ("ok", op.run_detailed(client, form, keys=keys, args=args).value)
     except LuapipeError as exc:
         return ("error", error_code(exc))
