@@ -14,7 +14,7 @@ from typing import Any
 
 from luapipe.operations.commands import READS, WRITES
 from luapipe.operations.model import Expr, OperationModel
-from luapipe.runtime import fmt
+from luapipe.operations.prelude import fmt
 
 __all__ = ["Case", "KeyState", "sample_case"]
 

@@ -8,6 +8,7 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
@@ -127,7 +128,16 @@ def lua_body(op: OperationModel) -> str:
     return "\n".join(out) + "\n"
 
 
-def _context(op: OperationModel) -> dict[str, object]:
+def prelude() -> str:
+    """The Lua helpers every generated script and library starts with."""
+    return _ENV.get_template("prelude.lua.j2").render()
+
+
+#: stands for the prelude while a module's Lua is cut around it (never in generated text)
+_PRELUDE_MARK = "\x00prelude\x00"
+
+
+def _context(op: OperationModel, prelude_text: str | None = None) -> dict[str, object]:
     return {
         "op": op,
         "spec": _safe_comment(Path(op.path).name),
@@ -141,13 +151,13 @@ def _context(op: OperationModel) -> dict[str, object]:
             for a in op.args
         ],
         "returns": _safe_comment(", ".join(r.text for r in op.returns)),
-        "prelude": _ENV.get_template("prelude.lua.j2").render(),
+        "prelude": prelude() if prelude_text is None else prelude_text,
         "body": lua_body(op),
     }
 
 
-def lua_script(op: OperationModel) -> str:
-    text = _ENV.get_template("script.lua.j2").render(**_context(op))
+def lua_script(op: OperationModel, prelude_text: str | None = None) -> str:
+    text = _ENV.get_template("script.lua.j2").render(**_context(op, prelude_text))
     assert not any(m in text for m in ("{%", "{{", "{#")), "generated Lua looks like a template"
     return text
 
@@ -159,12 +169,12 @@ def library_name(op: OperationModel) -> str:
 
 def function_name(op: OperationModel) -> str:
     """Named after the code, so a changed library is never called by an old name."""
-    digest = hashlib.sha1((_ENV.get_template("prelude.lua.j2").render() + lua_body(op)).encode())
+    digest = hashlib.sha1((prelude() + lua_body(op)).encode())
     return f"{op.name}_{digest.hexdigest()[:10]}"
 
 
-def lua_library(op: OperationModel) -> str:
-    ctx = _context(op)
+def lua_library(op: OperationModel, prelude_text: str | None = None) -> str:
+    ctx = _context(op, prelude_text)
     ctx["body"] = "".join(
         f"    {line}\n" if line else "\n" for line in str(ctx["body"]).split("\n")[:-1]
     )
@@ -190,21 +200,21 @@ def _py_arg(e: Expr) -> str:
 def _py_read(r: Read) -> str:
     conv = {"int": "_rt.rint", "float": "_rt.rflt"}.get(r.conv or "", "")
     value = {
-        "list[str]": f"[{conv}(_rt.text(x)) for x in _f.flat(r)]"
+        "list[str]": f"[{conv}(_rt.text(x)) for x in _rt.flat(r)]"
         if conv
-        else "[_rt.text(x) for x in _f.flat(r)]",
+        else "[_rt.text(x) for x in _rt.flat(r)]",
         "bool": "(r in (1, True))",
-        "float?": "_f.score(r)",
+        "float?": "_rt.score(r)",
         "int?": "r",
         "int": "r",
-        "str?": f"{conv}(_f.opt_text(r))" if conv else "_f.opt_text(r)",
+        "str?": f"{conv}(_rt.opt_text(r))" if conv else "_rt.opt_text(r)",
     }[r.reply]
     if r.default is not None:
         value = f"_rt.co({value}, {_py(r.default)})"
     args = "".join(f", lambda e: {_py_arg(a)}" for a in r.args)
     each = f"lambda e: {_py(r.each)}" if r.each else "None"
     return (
-        f"_f.ReadStep({r.name!r}, {r.level}, {r.cmd!r}, lambda e: {_py(r.key)}, "
+        f"_rt.ReadStep({r.name!r}, {r.level}, {r.cmd!r}, lambda e: {_py(r.key)}, "
         f"({args.lstrip(', ')}{',' if len(r.args) == 1 else ''}), {each}, lambda r, e: {value})"
     )
 
@@ -221,6 +231,14 @@ def _lines(text: str) -> str:
     return "(\n" + "".join(f"    {line!r}\n" for line in parts) + ")"
 
 
+def _around_prelude(render: Callable[[str], str]) -> str:
+    """Python source for a Lua text that contains the prelude once: the text before it,
+    ``PRELUDE``, the text after it (the module holds the prelude once for both)."""
+    head, tail = render(_PRELUDE_MARK).split(_PRELUDE_MARK)
+    assert head + prelude() + tail == render(prelude())
+    return f"{_lines(head)} + PRELUDE + {_lines(tail)}"
+
+
 def python_module(op: OperationModel) -> str:
     ctx = _context(op)
     rets = [py_wire(_py(r), r.type) for r in op.returns]
@@ -228,7 +246,7 @@ def python_module(op: OperationModel) -> str:
         reads=[_py_read(r) for r in op.reads],
         lets=[f"({x.name!r}, lambda e: {_py(x.expr)})" for x in op.lets],
         writes=[
-            f"_f.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
+            f"_rt.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
             + "".join(f"lambda e: {_py_arg(a)}, " for a in w.args).rstrip(" ")
             + f"), {'lambda e: ' + _py(w.when) if w.when else 'None'}, "
             + f"{'lambda e: ' + _py(w.each) if w.each else 'None'})"
@@ -237,8 +255,9 @@ def python_module(op: OperationModel) -> str:
         ret="[" + ", ".join(rets) + "]" if op.returns_tuple else rets[0],
         sig_keys=[(k.name, "list[str]" if k.variadic else "str") for k in op.keys],
         sig_args=[(a.name, _py_type(a.type)) for a in op.args],
-        lua_script=_lines(lua_script(op)),
-        lua_library=_lines(lua_library(op)),
+        prelude=_lines(prelude()),
+        lua_script=_around_prelude(lambda text: lua_script(op, text)),
+        lua_library=_around_prelude(lambda text: lua_library(op, text)),
         function_name=function_name(op),
         invariant=f"lambda e: {_py(op.invariant.check)}" if op.invariant else "None",
         round_trips={f: op.round_trips(f) for f in op.forms},

@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from luapipe import runtime as _rt
+from luapipe.operations import prelude
 from luapipe.operations.casegen import Case
 from luapipe.operations.run import execute_routed
 from luapipe.wire import routing as _cluster
@@ -36,7 +36,9 @@ def setup(client: redis.Redis, case: Case) -> None:
 
 def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool], ...]:
     """(key, type, value, has_ttl) for every key under ``namespace``, sorted."""
-    names = sorted(_rt.text(k) for k in client.scan_iter(match=_glob(namespace) + "*", count=1000))
+    names = sorted(
+        prelude.text(k) for k in client.scan_iter(match=_glob(namespace) + "*", count=1000)
+    )
     if not names:
         return ()
     pipe = client.pipeline(transaction=False)
@@ -45,7 +47,7 @@ def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool
         pipe.pttl(k)
     meta = pipe.execute()
     pipe = client.pipeline(transaction=False)
-    types = [_rt.text(t) for t in meta[0::2]]
+    types = [prelude.text(t) for t in meta[0::2]]
     for k, t in zip(names, types, strict=True):
         if t == "string":
             pipe.get(k)
@@ -76,11 +78,11 @@ def _glob(prefix: str) -> str:
 
 def _norm(t: str, v: Any) -> Any:
     if t == "string":
-        return _rt.text(v)
+        return prelude.text(v)
     if t == "hash":
-        return tuple(sorted((_rt.text(a), _rt.text(b)) for a, b in v.items()))
+        return tuple(sorted((prelude.text(a), prelude.text(b)) for a, b in v.items()))
     if t == "zset":
-        return tuple((_rt.text(m), float(s)) for m, s in v)
+        return tuple((prelude.text(m), float(s)) for m, s in v)
     if t == "set":
-        return tuple(sorted(_rt.text(x) for x in v))
-    return tuple(_rt.text(x) for x in v)
+        return tuple(sorted(prelude.text(x) for x in v))
+    return tuple(prelude.text(x) for x in v)

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from luapipe import runtime as _rt
+from luapipe.operations import prelude
 from luapipe.operations.generate import library_name
 from luapipe.operations.model import OperationModel
 from luapipe.wire import routing as _cluster
@@ -42,9 +42,9 @@ def _library_code(node: Any, library: str) -> str | None:
     reply = node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library, "WITHCODE")
     for item in reply or ():
         info = item if isinstance(item, dict) else dict(zip(item[0::2], item[1::2], strict=True))
-        fields = {_rt.text(k): v for k, v in info.items()}
-        if _rt.text(fields.get("library_name", "")) == library:  # LIBRARYNAME is a pattern
-            return _rt.text(fields.get("library_code", ""))
+        fields = {prelude.text(k): v for k, v in info.items()}
+        if prelude.text(fields.get("library_name", "")) == library:  # LIBRARYNAME is a pattern
+            return prelude.text(fields.get("library_code", ""))
     return None
 
 

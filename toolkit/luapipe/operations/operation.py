@@ -72,9 +72,10 @@ class Operation(OperationModel):
 
         With a ``redis.asyncio`` client this returns a coroutine (``await op.run(...)``).
         """
+        plan = plan_of(self)
         if is_async_client(client):
-            return _value(self.run_detailed(client, form, keys=keys, args=args))
-        return self.run_detailed(client, form, keys=keys, args=args).value
+            return _value(runner.run_async(plan, client, form, keys, args or {}))
+        return runner.run(plan, client, form, keys, args or {}).value
 
     @overload
     def run_detailed(

@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 import redis.exceptions as rex
 
-from luapipe import runtime as _rt
 from luapipe.errors import CallArgumentError, TransactionAborted
+from luapipe.operations import prelude
 from luapipe.wire.replies import ReplyError, full_error_text, raise_for
 
 __all__ = [
@@ -120,11 +120,11 @@ def flat(reply: Any) -> list[Any]:
 def score(reply: Any) -> float | None:
     if reply is None:
         return None
-    return float(reply) if isinstance(reply, float) else float(_rt.text(reply))
+    return float(reply) if isinstance(reply, float) else float(prelude.text(reply))
 
 
 def opt_text(reply: Any) -> str | None:
-    return None if reply is None else _rt.text(reply)
+    return None if reply is None else prelude.text(reply)
 
 
 def wire(reply: Any) -> Any:
@@ -136,7 +136,7 @@ def wire(reply: Any) -> Any:
     if reply is True:
         return 1
     if isinstance(reply, bytes | str):
-        return _rt.text(reply)
+        return prelude.text(reply)
     return reply
 
 
@@ -164,7 +164,7 @@ def to_wire(v: Any) -> list[str]:
     if isinstance(v, bool):
         return ["1" if v else "0"]
     if isinstance(v, float):
-        return [_rt.fmt(v)]
+        return [prelude.fmt(v)]
     return [str(v)]
 
 
@@ -173,7 +173,7 @@ def to_wire(v: Any) -> list[str]:
 
 def _arg_value(name: str, kind: str, v: Any) -> Any:
     ok = {
-        "int": isinstance(v, int) and not isinstance(v, bool) and abs(v) < _rt.LIMIT,
+        "int": isinstance(v, int) and not isinstance(v, bool) and abs(v) < prelude.LIMIT,
         "float": isinstance(v, int | float)
         and not isinstance(v, bool)
         and v == v

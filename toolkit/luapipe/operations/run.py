@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from luapipe.errors import CallArgumentError
+from luapipe.errors import CallArgumentError, ServerError
 from luapipe.operations import steps
 from luapipe.operations.model import FORMS as FORM_NAMES
 from luapipe.operations.plan import Batches, Env, Plan, RunResult, bind, to_wire, wire
@@ -37,6 +37,8 @@ from luapipe.wire.drivers import AsyncDriver, Driver
 from luapipe.wire.policy import DEFAULT, RetryPolicy, policy_of
 from luapipe.wire.replies import Redirect
 from luapipe.wire.routing import (
+    Locate,
+    Refresh,
     Release,
     Send,
     Sleep,
@@ -76,16 +78,17 @@ def on_node(batches: Batches[T], node: str, asking: bool = False) -> Steps[T | R
         return result
 
 
-def spread(batches: Batches[T], policy: RetryPolicy, *, cluster: bool, what: str) -> Steps[T]:
+def spread(batches: Batches[T], policy: RetryPolicy, *, cluster: bool) -> Steps[T]:
     """``batches`` of one-key commands: on a cluster each command to the node that owns its
     key (redirected ones re-sent alone, see :func:`~luapipe.wire.routing.routed`); on one
-    server all of them there (a redirect there raises the cluster-client hint)."""
+    server all of them there (a redirect there: the driver raises the cluster-client hint)."""
     if not cluster:
-        return (
-            yield from on_slot_node(
-                lambda node, asking: on_node(batches, node, asking), None, policy, what=what
-            )
-        )
+        node: str = yield Locate(None)
+        outcome = yield from on_node(batches, node)
+        if isinstance(outcome, Redirect):
+            yield Refresh(outcome)  # a plain client has no slot map: this raises the hint
+            raise ServerError(str(outcome))  # (never reached: for type checkers)
+        return outcome
     try:
         batch = next(batches)
         while True:
@@ -105,13 +108,13 @@ def _slot(plan: Plan, env: Env, cluster: bool) -> int | None:
 
 
 def naive(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
-    value = yield from spread(steps.naive_steps(plan, env), policy, cluster=cluster, what=plan.name)
+    value = yield from spread(steps.naive_steps(plan, env), policy, cluster=cluster)
     return value, 0
 
 
 def pipelined(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
     batches = steps.pipelined_steps(plan, env)
-    return (yield from spread(batches, policy, cluster=cluster, what=plan.name)), 0
+    return (yield from spread(batches, policy, cluster=cluster)), 0
 
 
 def transaction(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
@@ -161,15 +164,19 @@ def form_steps(
     form: str,
     keys: Mapping[str, Any],
     args: Mapping[str, Any],
-    policy: RetryPolicy,
+    max_retries: int | None = None,
+    policy: RetryPolicy | None = None,
     *,
     cluster: bool,
 ) -> Steps[Outcome]:
-    """The steps of one call: a known form and valid keys/args, or an error (nothing sent)."""
+    """The steps of one call: a known form and valid keys/args, or an error (nothing sent).
+    ``max_retries`` (WATCH retries) and ``policy`` build the retry policy (default: DEFAULT)."""
     make = FORMS.get(form)
     if make is None:
         raise CallArgumentError(f"unknown form {form!r} ({', '.join(FORMS)})")
-    return make(plan, bind(plan, keys, args), policy, cluster)
+    if max_retries is not None or policy is not None:
+        return make(plan, bind(plan, keys, args), policy_of(max_retries, policy), cluster)
+    return make(plan, bind(plan, keys, args), DEFAULT, cluster)
 
 
 # -- running -------------------------------------------------------------------------------
@@ -188,9 +195,7 @@ def run(
     """One call of ``plan`` in ``form`` on a sync client (``redis.Redis`` or ``RedisCluster``)."""
     require_sync_client(client, f"{plan.name} ({form})", f"the async form ({form}_async)")
     driver = Driver(client)
-    call = form_steps(
-        plan, form, keys, args, policy_of(max_retries, policy), cluster=driver.cluster
-    )
+    call = form_steps(plan, form, keys, args, max_retries, policy, cluster=driver.cluster)
     value, retries = driver.run(call)
     return RunResult(value, form, driver.round_trips, retries)
 
@@ -208,9 +213,7 @@ async def run_async(
     """The same on a ``redis.asyncio`` client (``Redis`` or ``RedisCluster``)."""
     require_async_client(client, f"{plan.name} ({form}, async)", f"the sync form ({form})")
     driver = AsyncDriver(client)
-    call = form_steps(
-        plan, form, keys, args, policy_of(max_retries, policy), cluster=driver.cluster
-    )
+    call = form_steps(plan, form, keys, args, max_retries, policy, cluster=driver.cluster)
     value, retries = await driver.run(call)
     return RunResult(value, form, driver.round_trips, retries)
 
@@ -221,7 +224,7 @@ async def run_async(
 def _invariant_steps(plan: Plan, env: Env, cluster: bool) -> Steps[Any]:
     for level in range(plan.levels):
         batches = steps.read_level_steps(plan, level, env)
-        yield from spread(batches, DEFAULT, cluster=cluster, what=plan.name)
+        yield from spread(batches, DEFAULT, cluster=cluster)
     for name, fn in plan.lets:
         env[name] = fn(env)
     return plan.invariant(env) if plan.invariant is not None else None

@@ -27,9 +27,19 @@ _ASYNC = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 _CLUSTER = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
+_IS_ASYNC: dict[type, bool] = {}
+
+
 def is_async_client(client: object) -> bool:
-    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too)."""
-    return isinstance(client, _ASYNC)
+    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too).
+
+    Remembered per class: ``redis.asyncio.Redis`` derives from a typing Protocol, whose
+    ``isinstance`` costs microseconds on every call."""
+    kind = client.__class__
+    found = _IS_ASYNC.get(kind)
+    if found is None:
+        found = _IS_ASYNC[kind] = isinstance(client, _ASYNC)
+    return found
 
 
 def is_cluster(client: object) -> bool:
