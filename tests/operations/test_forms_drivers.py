@@ -30,6 +30,10 @@ from luapipe.errors import (
 )
 from luapipe.operations import steps
 from luapipe.operations.clustersafety import slot
+from luapipe.operations.plan import plan_of
+from luapipe.operations.run import form_steps
+from luapipe.wire.replies import ReplyError
+from luapipe.wire.routing import Locate, Refresh, Send
 
 from ..conftest import EXAMPLES_DIR
 from ..drivers import Driver, drained, stopped
@@ -224,6 +228,31 @@ def test_a_plain_client_at_a_cluster_node_gets_the_cluster_hint(
         with pytest.raises(ServerError, match=r"^MOVED \d+ \S+: this server is a cluster node"):
             driver.run(STOCK.run(client, form, keys={"stock": key}, args={"qty": 1}))
     assert rc.get(key) == b"10"
+
+
+def test_a_redirected_transaction_clears_its_watch_before_it_is_routed_again() -> None:
+    """fetch_feed's second read level goes to other keys: if they turn out to live
+    elsewhere, the first level's WATCH is still set on that connection, so the attempt
+    sends UNWATCH there before the call is routed again (a pooled connection must never
+    carry a WATCH into someone else's MULTI). The steps alone, without I/O."""
+    feed = luapipe.load_operation(EXAMPLES_DIR / "operations" / "fetch_feed.toml")
+    call = form_steps(
+        plan_of(feed),
+        "transaction",
+        {"feed": "{f}:feed"},
+        {"n": 2, "prefix": "item:"},
+        cluster=True,
+    )
+    assert next(call) == Locate(slot("{f}:feed"))
+    first = call.send("10.0.0.1:7000")
+    assert isinstance(first, Send) and first.batch[0][0] == b"WATCH"
+    second = call.send(["OK", [b"a", b"b"]])  # WATCH + ZREVRANGE ran: the feed is watched
+    assert isinstance(second, Send) and second.batch[0] == (b"WATCH", b"item:a", b"item:b")
+    moved = ReplyError("MOVED 1234 10.0.0.2:7000")
+    assert call.send([moved, moved, moved]) == Send([("UNWATCH",)], "10.0.0.1:7000", False)
+    refresh = call.send(["OK"])
+    assert isinstance(refresh, Refresh) and refresh.cause.kind == "MOVED"
+    call.close()
 
 
 # -- at most once --------------------------------------------------------------------------
