@@ -29,6 +29,7 @@ PINNED = [
     "Operation",
     "OutcomeUnknown",
     "Param",
+    "PermissionDenied",
     "ReadOnlyError",
     "Recommendation",
     "RetryPolicy",
@@ -104,7 +105,7 @@ def test_dissolved_asyncio_modules_keep_their_names_for_one_release() -> None:
             module = importlib.import_module(old)
         assert module.AsyncScriptPipeline is luapipe.AsyncScriptPipeline
     module = importlib.import_module("luapipe.scripts.aio")
-    for name in ("load_async", "status_async", "flush_async", "call_async"):
+    for name in ("load_async", "status_async", "flush_async", "kill_async", "call_async"):
         assert callable(getattr(module, name))
 
 

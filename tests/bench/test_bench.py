@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fakeredis
@@ -12,9 +12,11 @@ import redis
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.manifest import refuse_fake
 from luapipe.bench.model import FormCost, crossovers, fit_cost
+from luapipe.bench.results import Record
 from luapipe.bench.runner import BenchConfig, retarget, run_bench
 from luapipe.bench.server import ServerProcess
 from luapipe.bench.stats import LatencyHistogram
+from luapipe.bench.summary import crossovers_at_stake as summarize_crossovers
 from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload
 from luapipe.errors import EnvironmentProblem
 from luapipe.report.jsonio import REQUIRED_RECORD_FIELDS
@@ -104,6 +106,31 @@ def test_server_errors_become_error_counts(url: str, clients: int) -> None:
     assert any("WRONGTYPE" in s for s in rec.error_samples)
 
 
+@dataclass(frozen=True)
+class Order(WrongType):
+    """Records the order in which its forms are timed."""
+
+    name: str = "order"
+    forms: tuple[str, ...] = ("a", "b", "c")
+    seen: list[str] = field(default_factory=list, compare=False)
+    seeds: list[int] = field(default_factory=list, compare=False)
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        self.seen.append(form)
+        self.seeds.append(seed)
+        return lambda i: 0
+
+
+def test_each_round_starts_one_form_later(url: str) -> None:
+    """Over 3 rounds of 3 forms each form is timed once first, once second, once last."""
+    work = Order()
+    run_bench(url, [work], BenchConfig(duration_s=0.06, warmup_s=0.01, rounds=3, bystander=False))
+    warm_up, timed = work.seen[:3], work.seen[3:]
+    assert (warm_up, timed) == (["a", "b", "c"], ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
+    rounds = [set(work.seeds[k : k + 3]) for k in (3, 6, 9)]  # the forms of a round pair up:
+    assert all(len(r) == 1 for r in rounds) and len(set.union(*rounds)) == 3  # same draws
+
+
 def test_invariant_failures_are_reported(url: str) -> None:
     (rec,) = run_bench(url, [Lossy()], QUICK).records
     assert rec.invariant_ok is False
@@ -175,10 +202,38 @@ def test_crossover_rtt_from_the_model() -> None:
     naive = fit_cost("naive", [(0.0, 0.05, 5, 0.37), (1.0, 1.05, 5, 5.37)])
     script = FormCost("script", 1, 0.45, 0.05)
     assert naive == FormCost("naive", 5, pytest.approx(0.12), pytest.approx(0.05))
-    (x,) = crossovers("op", 1, [naive, script])
-    # 5 (0.05 + r) + 0.12 = (0.05 + r) + 0.45  ->  r = 0.0325 ms of added RTT
-    assert x.fewer_trips == "script" and x.rtt_ms == pytest.approx(0.0325)
-    assert "overtakes" in x.describe()
+    (x,) = crossovers("op", 1, [naive, script], (0.0, 1.0))
+    # 5 (0.05 + r) + 0.12 = (0.05 + r) + 0.45  ->  r = 0.0325 ms: 2 significant digits
+    assert (x.fewer_trips, x.kind, x.rtt_ms) == ("script", "above", 0.032)
+    assert x.describe() == "script overtakes naive above 0.032 ms RTT"
+
+
+def test_crossovers_stay_inside_the_measured_rtts() -> None:
+    naive = FormCost("naive", 5, 0.12, 0.05)
+    script = FormCost("script", 1, 0.45, 0.05)
+    (x,) = crossovers("op", 1, [naive, script], (0.25, 1.0))  # 0.0325 < 0.25: not measured
+    assert (x.kind, x.rtt_ms) == ("every_measured", None)
+    assert x.describe() == "script is faster than naive at every measured RTT (0.25 to 1 ms)"
+    (x,) = crossovers("op", 1, [naive, script], (0.0, 0.01))  # 0.0325 > 0.01: no number
+    assert (x.kind, x.rtt_ms) == ("none_measured", None)
+    assert "naive stays faster than script at every measured RTT" in x.describe()
+    assert crossovers("op", 1, [naive, script], (0.0, 1.0), {frozenset(("a", "b"))}) == []
+
+
+def _record(op: str, form: str, rtt: float, rt: float, mean: float, **kw: Any) -> Record:
+    return Record(op, form, rtt, rtt, 1, 100, 1000 / mean, {"mean": mean}, rt, rt, 10.0, 0.0,
+                  0, True, wire_ms=0.05 + rtt, **kw)  # fmt: skip
+
+
+def test_crossovers_only_for_pairs_at_stake_and_from_two_rtts() -> None:
+    rcw = {"read_compute_write": True}
+    forms = ("naive", "pipelined", "transaction", "script", "function")
+    trips = {"naive": 2, "pipelined": 2, "transaction": 2, "script": 1, "function": 1}
+    one_rtt = [_record("op", f, 0.0, trips[f], 0.1 * trips[f] + 0.1, **rcw) for f in forms]
+    assert summarize_crossovers(one_rtt, [("op", forms)]) == []
+    two = one_rtt + [_record("op", f, 1.0, trips[f], 1.05 * trips[f] + 0.1, **rcw) for f in forms]
+    pairs = {(x.more_trips, x.fewer_trips) for x in summarize_crossovers(two, [("op", forms)])}
+    assert pairs == {("transaction", "script"), ("transaction", "function")}
 
 
 def test_contention_choosers() -> None:
@@ -269,3 +324,21 @@ def test_bench_command_end_to_end(url: str, tmp_path: Any) -> None:
         assert (tmp_path / f"r.{ext}").stat().st_size > 0
     bad = CliRunner().invoke(main, ["bench", "--url", url, "--rtt", "x"])
     assert bad.exit_code == 2
+
+
+def test_the_report_says_where_the_model_is_off() -> None:
+    from luapipe.bench.summary import model_notes
+
+    recs = [
+        _record("op", "naive", 0.0, 2, 1.0, model_error_pct=-3.0),
+        _record("op", "script", 0.0, 1, 1.0, model_error_pct=-22.0),
+        _record("op", "naive", 1.0, 2, 1.0, model_error_pct=-31.0),
+        _record("op", "script", 1.0, 1, 1.0, model_error_pct=+18.0),
+    ]
+    (note,) = model_notes(recs, 6.5)
+    assert note.startswith(
+        "The model is off by more than 15% at 0 ms RTT for 1 of 2 records (-22% to -22%; "
+        "worst op script); at 1 ms RTT for 2 of 2 records (-31% to +18%; worst op naive)."
+    )
+    assert "load average 6.5" in note
+    assert model_notes(recs[:1], 1.0) == []

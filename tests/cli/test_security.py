@@ -97,6 +97,49 @@ def test_plain_client_to_the_tls_port_is_one_line(tls_server: TlsServer, tmp_pat
     url = f"redis://127.0.0.1:{tls_server.tls_port}/0"
     res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", url])
     assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+    assert "if that port speaks TLS, use rediss://" in res.output
+
+
+def test_a_certificate_that_fails_verification_says_so(
+    tls_server: TlsServer, tmp_path: Path
+) -> None:
+    """Without the CA that signed the server's certificate: not "is TLS enabled?" but what
+    failed and how to pass a CA."""
+    url = f"rediss://127.0.0.1:{tls_server.tls_port}/0"
+    res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", url])
+    assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+    expected = "certificate failed verification (self-signed certificate in certificate chain)"
+    assert expected in res.output
+    assert "ssl_ca_certs=" in res.output and "TLS enabled" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Error 1 connecting to 127.0.0.2:6380. [SSL: CERTIFICATE_VERIFY_FAILED] certificate "
+            "verify failed: IP address mismatch, certificate is not valid for '127.0.0.2'. "
+            "(_ssl.c:1006).",
+            "certificate is not for this host (IP address mismatch",
+        ),
+        (
+            "Error while reading from 127.0.0.1:6380 : (1, '[SSL: "
+            "TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required (_ssl.c:2580)')",
+            "does it ask for a client certificate? add ?ssl_certfile=",
+        ),
+    ],
+)
+def test_other_tls_failures_get_their_own_hint(text: str, expected: str) -> None:
+    """Failures a fixture server shows only sometimes (the TLS 1.3 alert races the first
+    write) or needs a second address for: the hint from redis-py's real texts."""
+    from luapipe.errors import translate
+    from luapipe.wire.connect import _with_hint
+
+    exc = redis.ConnectionError(text)
+    url = "rediss://127.0.0.2:6380/0"
+    err = _with_hint(translate(exc, where=url), exc, url)
+    assert expected in str(err) and "TLS enabled" not in str(err)
+    assert isinstance(err, redis.ConnectionError)
 
 
 def test_least_privilege_acl_user_can_deploy_and_call(

@@ -4,6 +4,9 @@ While a slot moves from node A to node B, A answers ``ASK <slot> B`` for keys it
 has; the client must send the command to B once, right after ``ASKING``. Without that every
 retry goes back to A (the slot map still says A) and the call fails until the migration
 ends. Each test moves one slot half-way, runs calls, and puts the slot back afterwards.
+
+Every behaviour runs through the ``driver`` fixture: a sync ``RedisCluster`` and a
+``redis.asyncio`` one must follow the same redirects and run each call once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 
 from ..conftest import EXAMPLES_DIR
+from ..drivers import Driver
 
 pytestmark = pytest.mark.cluster
 
@@ -138,72 +142,89 @@ def test_migration_fixture_really_asks(migration: Migration) -> None:
 
 
 def test_call_follows_ask_to_the_importing_node(
-    migration: Migration, rc: redis.cluster.RedisCluster
+    driver: Driver, migration: Migration, cluster: EmbeddedCluster
 ) -> None:
     reg = ScriptRegistry([COUNTER])
-    assert reg.call(rc, "counted", keys=[MOVED_KEY], args=[1]) == 11  # loaded on B, ran once
-    assert reg.call(rc, "counted", keys=[MOVED_KEY], args=[1]) == 12  # steady state
-    assert reg.call(rc, "counted", keys=[STAYED_KEY], args=[1]) == 21  # still A's
-    assert reg.call(rc, "counted", keys=[NEW_KEY], args=[5]) == 5  # created on B
-    assert migration.on_target("GET", MOVED_KEY) == b"12"
-    assert migration.on_target("GET", NEW_KEY) == b"5"
+    c = driver.cluster(cluster.ports[0])
+    assert driver.run(reg.call(c, "counted", keys=[MOVED_KEY], args=[1])) == 11  # loaded on B
+    assert driver.run(reg.call(c, "counted", keys=[MOVED_KEY], args=[1])) == 12  # steady
+    assert driver.run(reg.call(c, "counted", keys=[STAYED_KEY], args=[1])) == 21  # still A's
+    assert driver.run(reg.call(c, "counted", keys=[NEW_KEY], args=[5])) == 5  # created on B
+    assert migration.on_target("MGET", MOVED_KEY, NEW_KEY) == [b"12", b"5"]
     assert migration.source.get(STAYED_KEY) == b"21"
 
 
 def test_pipeline_follows_ask_per_call(
-    migration: Migration, rc: redis.cluster.RedisCluster
+    driver: Driver, migration: Migration, cluster: EmbeddedCluster
 ) -> None:
     reg = ScriptRegistry([COUNTER])
-    with reg.pipeline(rc) as p:
-        p.call("counted", keys=[MOVED_KEY], args=[1])
-        p.call("counted", keys=[STAYED_KEY], args=[1])
-        p.call("counted", keys=[NEW_KEY], args=[1])
-        p.call("counted", keys=[MOVED_KEY], args=[1])
-        assert p.execute() == [11, 21, 1, 12]  # in the caller's order, each ran once
-    assert migration.on_target("GET", MOVED_KEY) == b"12"
-    assert migration.on_target("GET", NEW_KEY) == b"1"
+    p = reg.pipeline(driver.cluster(cluster.ports[0]))
+    p.call("counted", keys=[MOVED_KEY], args=[1])
+    p.call("counted", keys=[STAYED_KEY], args=[1])
+    p.call("counted", keys=[NEW_KEY], args=[1])
+    p.call("counted", keys=[MOVED_KEY], args=[1])
+    assert driver.run(p.execute()) == [11, 21, 1, 12]  # in the caller's order, each ran once
+    assert migration.on_target("MGET", MOVED_KEY, NEW_KEY) == [b"12", b"1"]
     assert migration.source.get(STAYED_KEY) == b"21"
 
 
 def test_transaction_pipeline_on_a_migrating_slot(
-    migration: Migration, rc: redis.cluster.RedisCluster
+    driver: Driver, migration: Migration, cluster: EmbeddedCluster
 ) -> None:
+    """All the keys are on B: A refuses the queued calls (EXECABORT, nothing ran); they
+    are sent again as ASKING, MULTI ... EXEC on B."""
     reg = ScriptRegistry([COUNTER])
-    with reg.pipeline(rc, transaction=True) as p:  # every key on B: ASKING, MULTI ... EXEC
-        p.call("counted", keys=[MOVED_KEY], args=[1])
-        p.call("counted", keys=[MOVED_KEY], args=[2])
-        assert p.execute() == [11, 13]
-    assert migration.on_target("GET", MOVED_KEY) == b"13"
+    p = reg.pipeline(driver.cluster(cluster.ports[0]), transaction=True)
+    p.call("counted", keys=[MOVED_KEY], args=[1])
+    p.call("counted", keys=[MOVED_KEY], args=[2])
+    p.incr(MOVED_KEY)
+    assert driver.run(p.execute()) == [11, 13, 14]
+    assert migration.on_target("GET", MOVED_KEY) == b"14"
 
 
 def test_transaction_split_by_the_migration_runs_nowhere(
-    migration: Migration, rc: redis.cluster.RedisCluster
+    driver: Driver, migration: Migration, cluster: EmbeddedCluster
 ) -> None:
     """One key moved, one not: no node can run it atomically until the migration ends.
     Sending it to B with ASKING would create a second STAYED_KEY there; it must not."""
-    reg = ScriptRegistry([COUNTER])
-    with reg.pipeline(rc, transaction=True) as p:
-        p.call("counted", keys=[MOVED_KEY], args=[1])
-        p.call("counted", keys=[STAYED_KEY], args=[1])
-        with pytest.raises(ServerError, match="split by a slot migration") as err:
-            p.execute()
-    assert "no node would take" in str(err.value)  # retried, then told plainly
+    reg = ScriptRegistry([COUNTER], policy=luapipe.RetryPolicy(redirects=3, refresh_cap=0.1))
+    p = reg.pipeline(driver.cluster(cluster.ports[0]), transaction=True)
+    p.call("counted", keys=[MOVED_KEY], args=[1])
+    p.call("counted", keys=[STAYED_KEY], args=[1])
+    with pytest.raises(ServerError, match="split by a slot migration") as err:
+        driver.run(p.execute())
+    assert "no node would take this command after 3 attempts" in str(err.value)  # the policy
     assert migration.on_target("GET", MOVED_KEY) == b"10"
     assert migration.on_target("EXISTS", STAYED_KEY) == 0  # no second copy on B
     assert migration.source.get(STAYED_KEY) == b"20"
 
 
 RATE_LIMIT = luapipe.load_operation(EXAMPLES_DIR / "operations" / "rate_limit.toml")
+INCR_MANY = luapipe.load_operation(EXAMPLES_DIR / "operations" / "incr_many.toml")
 
 
 @pytest.mark.parametrize("form", RATE_LIMIT.forms)
 def test_generated_forms_follow_ask(
-    migration: Migration, rc: redis.cluster.RedisCluster, form: str
+    driver: Driver, migration: Migration, cluster: EmbeddedCluster, form: str
 ) -> None:
     """Every generated form, on a key of the migrating slot that A no longer has."""
-    key = f"{TAG}:rl:{form}"
+    c = driver.cluster(cluster.ports[0])
+    key = f"{TAG}:rl:{driver.name}:{form}"
     args = {"limit": 3, "window": 30}
-    assert RATE_LIMIT.run(rc, form, keys={"counter": key}, args=args) == [1, 2]
-    assert RATE_LIMIT.run(rc, form, keys={"counter": key}, args=args) == [1, 1]
+    assert driver.run(RATE_LIMIT.run(c, form, keys={"counter": key}, args=args)) == [1, 2]
+    assert driver.run(RATE_LIMIT.run(c, form, keys={"counter": key}, args=args)) == [1, 1]
     assert migration.on_target("GET", key) == b"2"  # two calls, each ran once, on B
     assert 0 < int(migration.on_target("TTL", key)) <= 30  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("form", ["naive", "pipelined"])
+def test_generated_form_follows_ask_per_command(
+    driver: Driver, migration: Migration, cluster: EmbeddedCluster, form: str
+) -> None:
+    """incr_many (one INCRBY per counter) routed per command: the moved and the new key
+    go to B after ASKING, the stayed key to A; each INCRBY runs once."""
+    c = driver.cluster(cluster.ports[0])
+    keys = {"counters": [MOVED_KEY, STAYED_KEY, NEW_KEY]}
+    assert driver.run(INCR_MANY.run(c, form, keys=keys, args={"by": 1})) == 3
+    assert migration.on_target("MGET", MOVED_KEY, NEW_KEY) == [b"11", b"1"]
+    assert migration.source.get(STAYED_KEY) == b"21"

@@ -6,31 +6,76 @@
     ├── ScriptError              a Lua script could not be read, parsed or found
     │   ├── ScriptSyntaxError    Lua does not compile (names file:line)
     │   ├── DuplicateScriptError two scripts share a name
-    │   └── UnknownScriptError   no script of that name
-    ├── CallArgumentError        wrong number of keys or args, bad names; nothing was sent
+    │   └── UnknownScriptError   no script of that name (also a KeyError)
+    ├── CallArgumentError        wrong number or type of keys or args, not a client; nothing
+    │                            was sent (also a ValueError)
     ├── SpecError                an operation spec is invalid (names file:line and field)
     ├── LockFileError            the deploy lock file is missing, unreadable or edited badly
-    ├── ServerError              the server answered with an error
+    ├── ServerError              the server answered with an error (a redis ResponseError)
     │   ├── ScriptRuntimeError   a script raised an error (names the script's file:line)
     │   ├── BusyError            the server is busy running a script (BUSY)
     │   ├── CrossSlotError       keys of one call hash to different cluster slots
-    │   └── ReadOnlyError        a write reached a read-only replica
-    ├── ConnectionFailed         could not connect or authenticate; nothing was sent
+    │   ├── ReadOnlyError        a write reached a read-only replica
+    │   └── PermissionDenied     the ACL user may not run that command (NOPERM)
+    ├── ConnectionFailed         could not connect or authenticate; nothing ran
     │   └── AuthenticationFailed wrong user or password
     ├── TransactionAborted       WATCH kept failing: the transaction form gave up (bounded)
     ├── OutcomeUnknown           the request may have reached the server and the reply was
     │                            lost (timeout, dropped connection): it was NOT re-sent
     └── EnvironmentProblem       something on this machine is missing (redis-server, luac)
 
-Messages are one line and never contain a password. redis-py errors are translated
-into this tree at one boundary: :func:`translate` (used by ``transport``).
+**Both worlds.** An error that comes from talking to Redis is also an instance of the
+redis-py class that redis-py (``register_script``, ``evalsha``, a pipeline) raises for the
+same failure, so handlers written for redis-py keep working; one that does not is not a
+``redis.RedisError`` (except bad values, which redis-py refuses with ``DataError`` too).
+The redis-py class of an error reply is the one redis-py's own parser gives its text
+(``BaseParser.parse_error``), so the two cannot drift. ``tests/test_errors.py`` provokes
+each failure on a real server and checks the pair against what ``register_script`` raised.
+
+=====================================  ==========================  ==============================
+failure                                luapipe class               also a redis.exceptions ...
+=====================================  ==========================  ==============================
+script ``error()`` / failed redis.call ScriptRuntimeError          ResponseError, or the class of
+                                                                   the reply's code (NoScriptError,
+                                                                   OutOfMemoryError, ...)
+write on a replica (also in a script)  ReadOnlyError (+ Script-    ReadOnlyError
+                                       RuntimeError in a script)
+BUSY (another script runs), also at    BusyError                   ResponseError
+EXEC of a transaction
+ACL refusal (NOPERM)                   PermissionDenied            NoPermissionError
+OOM, EXECABORT, MOVED, other replies   ServerError                 OutOfMemoryError, ExecAbortError,
+                                                                   MovedError..., ResponseError
+Lua compile error from the server      ScriptSyntaxError           ResponseError
+keys in different cluster slots        CrossSlotError              ClusterCrossSlotError and
+                                                                   RedisClusterException (what
+                                                                   its cluster client raises)
+refused / reset before sending         ConnectionFailed            ConnectionError
+connect timeout                        ConnectionFailed            TimeoutError
+server LOADING its data                ConnectionFailed            BusyLoadingError
+wrong password, NOAUTH                 AuthenticationFailed        AuthenticationError
+timeout after sending                  OutcomeUnknown              TimeoutError
+connection lost after sending          OutcomeUnknown              ConnectionError
+reply nested deeper than the parser    OutcomeUnknown              InvalidResponse
+allows, or not Redis at all
+value of a bad type (None, bool, ...)  CallArgumentError           DataError
+WATCH retries exhausted                TransactionAborted          WatchError
+wrong counts, not a client, spec,      their own class             (none: not a RedisError)
+lock file, script files
+=====================================  ==========================  ==============================
+
+Messages are one line and never contain a password: every message is passed through
+:func:`mask_url` when the error is made. redis-py errors are translated into this tree at
+one boundary: :func:`translate` (used by the ``wire`` transports).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import Any, ClassVar, Self, cast
 
 import redis.exceptions as rex
+from redis._parsers.base import BaseParser
 
 __all__ = [
     "AuthenticationFailed",
@@ -43,6 +88,7 @@ __all__ = [
     "LockFileError",
     "LuapipeError",
     "OutcomeUnknown",
+    "PermissionDenied",
     "ReadOnlyError",
     "ScriptError",
     "ScriptRuntimeError",
@@ -52,12 +98,73 @@ __all__ = [
     "TransactionAborted",
     "UnknownScriptError",
     "mask_url",
+    "redis_class_of_reply",
+    "redis_io_class",
     "translate",
 ]
 
+Like = type[BaseException] | tuple[type[BaseException], ...]
+
 
 class LuapipeError(Exception):
-    """Root of every error luapipe raises."""
+    """Root of every error luapipe raises.
+
+    ``like=`` adds classes the instance is also an instance of (redis-py's class for the
+    same failure): ``OutcomeUnknown("...", like=redis.exceptions.TimeoutError)``. A class
+    may name a default in ``redis_class``. The message is masked (:func:`mask_url`).
+    """
+
+    #: the redis-py class every instance is also an instance of, unless ``like`` says
+    redis_class: ClassVar[type[BaseException] | None] = None
+
+    def __new__(cls, *args: Any, like: Like | None = None, **kwargs: Any) -> Self:
+        extra = like
+        if extra is None and "_luapipe_parts" not in cls.__dict__:  # not already combined
+            extra = cls.redis_class
+        if extra is not None:
+            cls = _combined(cast(Any, cls), extra if isinstance(extra, tuple) else (extra,))
+        return super().__new__(cls, *args)
+
+    def __init__(self, *args: Any, like: Like | None = None, status_code: str | None = None):
+        # Not redis-py's __init__s: some parse their message (AskError wants "slot host:port").
+        Exception.__init__(self, *(mask_url(a) if isinstance(a, str) else a for a in args))
+        if isinstance(self, rex.RedisError):  # what redis-py's __init__ would set
+            self.__dict__.update(status_code=status_code, error_type=_error_type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(repr(a) for a in self.args)})"
+
+    def __reduce__(self) -> Any:  # combined classes are not module attributes: rebuild them
+        own, extra = type(self).__dict__.get("_luapipe_parts", (type(self), ()))
+        return (_rebuild, (own, extra, self.args), self.__dict__)
+
+
+def _rebuild(cls: type[LuapipeError], extra: tuple[type[BaseException], ...], args: Any) -> Any:
+    err = cls.__new__(cls, *args, like=extra or None)
+    Exception.__init__(err, *args)
+    return err
+
+
+@functools.cache
+def _combined(cls: type[LuapipeError], extra: tuple[type[BaseException], ...]) -> Any:
+    """``cls`` that is also each class of ``extra`` (named like ``cls`` in tracebacks)."""
+    bases = tuple(e for e in extra if not issubclass(cls, e))
+    if not bases:
+        return cls
+    namespace = {
+        "__module__": cls.__module__,
+        "__doc__": cls.__doc__,
+        "_luapipe_parts": (cls, extra),
+    }
+    return type(cls.__name__, (cls, *bases), namespace)
+
+
+def _error_type(err: rex.RedisError) -> rex.ExceptionType:
+    if isinstance(err, rex.AuthenticationError | rex.AuthorizationError | rex.NoPermissionError):
+        return rex.ExceptionType.AUTH
+    if isinstance(err, rex.ConnectionError | rex.TimeoutError):
+        return rex.ExceptionType.NETWORK
+    return rex.ExceptionType.SERVER
 
 
 class ScriptError(LuapipeError):
@@ -67,7 +174,9 @@ class ScriptError(LuapipeError):
 class ScriptSyntaxError(ScriptError):
     """A Lua script does not compile; the message starts with ``file:line:``."""
 
-    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str = "", line: int | None = None, like: Like | None = None
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.line = line
@@ -85,7 +194,8 @@ class UnknownScriptError(ScriptError, KeyError):
 
 
 class CallArgumentError(LuapipeError, ValueError):
-    """A call does not match the script's declared keys or args; nothing was sent."""
+    """A call's keys or args do not match the script (count, type), or what was passed as
+    the client is not one; nothing was sent."""
 
 
 class SpecError(LuapipeError):
@@ -100,7 +210,7 @@ class LockFileError(LuapipeError):
     """The deploy lock file is missing, unreadable or malformed."""
 
 
-class ServerError(LuapipeError):
+class ServerError(LuapipeError, rex.ResponseError):
     """The server answered with an error reply."""
 
     #: set by luapipe.wire when the reply was a cluster redirect (the request did not run)
@@ -115,89 +225,182 @@ class BusyError(ServerError):
     """BUSY: the server is running a slow script and refuses other work meanwhile."""
 
 
-class CrossSlotError(ServerError):
-    """The keys of one call hash to different cluster slots."""
+class CrossSlotError(ServerError, rex.ClusterCrossSlotError, rex.RedisClusterException):
+    """The keys of one call hash to different cluster slots (refused before sending, as
+    redis-py's cluster client refuses them with ``RedisClusterException``)."""
 
 
-class ReadOnlyError(ServerError):
+class ReadOnlyError(ServerError, rex.ReadOnlyError):
     """A write (or a script without ``no-writes``) was sent to a read-only replica."""
 
 
+class PermissionDenied(ServerError, rex.NoPermissionError):
+    """NOPERM: the connection's ACL user may not run that command; nothing ran."""
+
+
 class ConnectionFailed(LuapipeError):
-    """Could not connect to (or authenticate with) the server; nothing was sent."""
+    """Could not connect to (or authenticate with) the server; nothing ran."""
+
+    redis_class = rex.ConnectionError
 
 
 class AuthenticationFailed(ConnectionFailed):
     """The server refused the user name or password."""
 
+    redis_class = rex.AuthenticationError
 
-class TransactionAborted(LuapipeError):
+
+class TransactionAborted(LuapipeError, rex.WatchError):
     """WATCH kept failing: the transaction form gave up after its bounded retries."""
 
 
 class OutcomeUnknown(LuapipeError):
     """The request may have run on the server but its reply was lost. It was not re-sent."""
 
+    redis_class = rex.ConnectionError
+
 
 class EnvironmentProblem(LuapipeError):
     """A program luapipe needs is missing on this machine."""
 
 
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]*)@")
+# scheme://userinfo@host...: the userinfo ends at the LAST "@" of the URL (a password may
+# hold a raw "@", "/" or "?"); a token ends at whitespace or a quote.
+_URL = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<rest>[^\s'\"<>]*)", re.IGNORECASE)
+
+
+def _mask_one(m: re.Match[str]) -> str:
+    rest = m["rest"]
+    at = rest.rfind("@")
+    if at < 0:
+        return m[0]
+    user, colon, secret = rest[:at].partition(":")
+    if secret in ("PASSWORD", "***"):  # a placeholder in a hint, or masked already
+        return m[0]
+    shown = f"{user}:***" if colon else "***"  # a lone userinfo may be a password too
+    return f"{m['scheme']}{shown}{rest[at:]}"
 
 
 def mask_url(text: str) -> str:
-    """Replace any password in ``redis://user:password@host`` forms with ``***``."""
-    return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    """Replace the password of every ``scheme://user:password@host`` in ``text`` with
+    ``***`` (a userinfo without ``:`` is masked whole)."""
+    return _URL.sub(_mask_one, text) if "://" in text else text
 
 
 def _first_line(text: str) -> str:
-    return mask_url(text.strip().splitlines()[0] if text.strip() else text)
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
-def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> LuapipeError:
-    """Map a redis-py exception to luapipe's tree.
+def redis_class_of_reply(text: str) -> type[rex.RedisError]:
+    """The class redis-py raises for the error reply ``text`` (code included, e.g.
+    ``"READONLY You can't write..."``): its parser's own table decides."""
+    return type(BaseParser.parse_error(text))  # type: ignore[no-untyped-call]
 
-    ``where`` is the server address (host:port) for connection errors; ``sent`` says whether
-    the request may already have reached the server, which turns a connection or timeout
-    error into :class:`OutcomeUnknown`.
-    """
-    if isinstance(exc, LuapipeError):
-        return exc
+
+def _reply_text(exc: rex.RedisError) -> str:
+    """The server's error line with its code: redis-py strips known codes (NOSCRIPT, ERR)."""
     text = _first_line(str(exc))
     code = getattr(exc, "status_code", None)
     if code and not text.startswith(f"{code} "):
         text = f"{code} {text}"
+    return text
+
+
+def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> LuapipeError:
+    """Map a redis-py exception (or an ``OSError``) to luapipe's tree; see the table above.
+
+    ``where`` is the server address (host:port) for connection errors; ``sent`` says whether
+    the request may already have reached the server, which turns a connection or timeout
+    error into :class:`OutcomeUnknown`. The result is also an instance of the redis-py
+    class redis-py raises for the same failure.
+    """
+    if isinstance(exc, LuapipeError):
+        return exc
     at = f" at {where}" if where else ""
-    if isinstance(exc, rex.AuthenticationError | rex.AuthorizationError) or text.startswith(
-        ("WRONGPASS", "NOAUTH", "invalid username-password")
-    ):
-        return AuthenticationFailed(f"authentication failed{at}: {text}")
-    if isinstance(exc, rex.InvalidResponse):
-        return ConnectionFailed(f"the server{at} did not answer like Redis ({text})")
-    if isinstance(exc, rex.ResponseError):
-        if "Protocol error: invalid bulk length" in text or "Protocol error: too big" in text:
-            return ServerError(
-                f"the server{at} refused the request: an argument is larger than its "
-                f"proto-max-bulk-len; nothing ran ({text})"
-            )
-        if text.startswith("BUSY"):
-            return BusyError(f"BUSY: the server{at} is running a slow script ({text})")
-        if text.startswith("CROSSSLOT"):
-            return CrossSlotError(text)
-        if text.startswith("READONLY"):
-            return ReadOnlyError(f"read-only replica{at}: {text}")
-        if text.startswith(("NOPERM", "NOAUTH")):
-            return AuthenticationFailed(f"permission denied{at}: {text}")
-        return ServerError(text)
-    if isinstance(exc, rex.TimeoutError | rex.ConnectionError | OSError):
-        kind = "timed out" if isinstance(exc, rex.TimeoutError | TimeoutError) else "lost"
+    if isinstance(exc, rex.ResponseError | rex.AuthenticationError | rex.BusyLoadingError):
+        text = _reply_text(exc)
+        # An error reply made up by luapipe from a reply's text is a plain ResponseError:
+        # the class redis-py would raise comes from the text, as in redis-py's parser.
+        cls = redis_class_of_reply(text) if type(exc) is rex.ResponseError else type(exc)
+        return _from_reply(text, cls, at, getattr(exc, "status_code", None))
+    text = _first_line(str(exc))
+    if isinstance(exc, rex.DataError):
+        return CallArgumentError(f"{text}; nothing was sent", like=rex.DataError)
+    if isinstance(exc, rex.WatchError):
+        return TransactionAborted(text)
+    if isinstance(exc, rex.InvalidResponse | RecursionError):
+        like: type[rex.RedisError] = rex.InvalidResponse
         if sent:
             return OutcomeUnknown(
-                f"connection{at} {kind} after the request was sent; outcome unknown, "
-                f"it was not re-sent ({text})"
+                f"the reply from the server{at} could not be read ({_unreadable(exc, text)}); "
+                "the request may have run; it was not re-sent",
+                like=like,
             )
-        return ConnectionFailed(f"cannot connect to Redis{at}: {text}")
+        return ConnectionFailed(f"the server{at} did not answer like Redis ({text})", like=like)
+    if isinstance(exc, rex.TimeoutError | rex.ConnectionError | OSError):
+        timeout = isinstance(exc, rex.TimeoutError | TimeoutError)
+        like = redis_io_class(exc)
+        if sent:
+            kind = "timed out" if timeout else "lost"
+            return OutcomeUnknown(
+                f"connection{at} {kind} after the request was sent; outcome unknown, "
+                f"it was not re-sent ({text})",
+                like=like,
+            )
+        return ConnectionFailed(f"cannot connect to Redis{at}: {text}", like=like)
     if isinstance(exc, rex.RedisError):
-        return ServerError(text)
-    return LuapipeError(text)
+        return LuapipeError(text, like=type(exc))
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if sent:  # e.g. an in-process fake server that raised while running the request
+        return OutcomeUnknown(
+            f"the request to the server{at} failed ({what}); it may have run; it was not re-sent",
+            like=(),
+        )
+    return LuapipeError(what)
+
+
+def redis_io_class(exc: BaseException) -> type[rex.RedisError]:
+    """What redis-py raises for this I/O failure: its own class, or for a socket error
+    one of the two it wraps them in (TimeoutError, ConnectionError)."""
+    if isinstance(exc, rex.RedisError):
+        return type(exc)
+    return rex.TimeoutError if isinstance(exc, TimeoutError) else rex.ConnectionError
+
+
+def _unreadable(exc: BaseException, text: str) -> str:
+    if isinstance(exc, RecursionError) or "nesting depth" in text:
+        return "nested deeper than redis-py's reply parser allows"
+    return text
+
+
+def _from_reply(text: str, cls: type[rex.RedisError], at: str, code: str | None) -> LuapipeError:
+    """The luapipe error for an error reply whose redis-py class is ``cls``."""
+    if issubclass(cls, rex.AuthenticationError | rex.AuthorizationError) or text.startswith(
+        ("WRONGPASS", "NOAUTH", "invalid username-password")
+    ):
+        return AuthenticationFailed(
+            f"authentication failed{at}: {text}", like=cls, status_code=code
+        )
+    if issubclass(cls, rex.BusyLoadingError):
+        return ConnectionFailed(
+            f"the server{at} is loading its data set; nothing ran, try again later ({text})",
+            like=cls,
+            status_code=code,
+        )
+    if issubclass(cls, rex.ConnectionError):  # "ERR max number of clients reached"
+        return ConnectionFailed(f"the server{at} refused the connection: {text}", like=cls)
+    if "Protocol error: invalid bulk length" in text or "Protocol error: too big" in text:
+        return ServerError(
+            f"the server{at} refused the request: an argument is larger than its "
+            f"proto-max-bulk-len; nothing ran ({text})",
+            like=cls,
+        )
+    if text.startswith("BUSY"):
+        return BusyError(f"BUSY: the server{at} is running a slow script ({text})", like=cls)
+    if issubclass(cls, rex.ClusterCrossSlotError):
+        return CrossSlotError(text, status_code=code)
+    if issubclass(cls, rex.ReadOnlyError):
+        return ReadOnlyError(f"read-only replica{at}: {text}", status_code=code)
+    if issubclass(cls, rex.NoPermissionError):
+        return PermissionDenied(f"permission denied{at}: {text}", status_code=code)
+    return ServerError(text, like=cls, status_code=code)

@@ -158,7 +158,7 @@ PLAN = _rt.Plan(
     lua_library=LUA_LIBRARY,
     function_name=FUNCTION_NAME,
     read_only=False,
-    invariant=lambda e: _rt.ck(e['src_bal'] + e['dst_bal']),
+    invariant=lambda e: (_rt.ck(e['src_bal'] + e['dst_bal']) if (min(e['src_bal'], e['dst_bal']) >= 0) else (-1)),
 )
 
 

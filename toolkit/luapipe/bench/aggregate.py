@@ -6,13 +6,17 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from luapipe.bench.intervals import mean_interval
 from luapipe.bench.loop import WorkerResult
 from luapipe.bench.model import predict_ms
 from luapipe.bench.results import Record
 from luapipe.bench.stats import LatencyHistogram
 from luapipe.bench.workloads import ATOMIC_FORMS, Workload
 
-__all__ = ["FormTotals", "SliceCost", "build_record", "server_cost"]
+__all__ = ["WRITE_SHARE_TOLERANCE", "FormTotals", "SliceCost", "build_record", "server_cost"]
+
+#: a measured write share further than this from the declared one is flagged
+WRITE_SHARE_TOLERANCE = 0.10
 
 #: commands the harness itself sends (connection setup, admin, reset)
 HARNESS_COMMANDS = (
@@ -57,6 +61,8 @@ class SliceCost:
     invariant_detail: str
     wire_ms: float = 0.0  # one round trip on the path, without client CPU (probe)
     added_rtt_ms: float = 0.0  # what the path adds to a direct round trip (probe)
+    broken: int = 0  # cases (state copies) whose invariant broke
+    checked: int = 0  # cases (state copies) the invariant was checked on
 
     @classmethod
     def of(
@@ -69,6 +75,8 @@ class SliceCost:
         detail: str,
         wire_ms: float = 0.0,
         added_rtt_ms: float = 0.0,
+        broken: int = 0,
+        checked: int = 0,
     ) -> SliceCost:
         calls = usec = 0
         for name, (c1, u1) in after.items():
@@ -84,7 +92,7 @@ class SliceCost:
                 dc -= share
             calls += dc
             usec += du
-        return cls(calls, usec, by_hist, ok, detail, wire_ms, added_rtt_ms)
+        return cls(calls, usec, by_hist, ok, detail, wire_ms, added_rtt_ms, broken, checked)
 
 
 @dataclass
@@ -108,16 +116,28 @@ class FormTotals:
     wires: list[float] = field(default_factory=list)
     added: list[float] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)
+    wait_s: float = 0.0
+    wrote: int | None = 0
+    broken: int = 0
+    checked: int = 0
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, results: list[WorkerResult | str], cost: SliceCost) -> None:
+    def add(self, results: list[WorkerResult | str], cost: SliceCost, batch: int = 1) -> None:
+        """One timed slice (a round): its workers' results and what it cost the server."""
         times = []
+        hist = LatencyHistogram()
+        calls = 0
+        wrote: int | None = 0
         for r in results:
             if isinstance(r, str):
                 self.errors += 1
                 self.samples.append(r)
                 continue
-            self.hist.merge(LatencyHistogram.decode(r.hist))
+            hist.merge(LatencyHistogram.decode(r.hist))
             self.raw.merge(LatencyHistogram.decode(r.hist_uncorrected))
+            calls += r.calls
+            wrote = None if wrote is None or r.wrote is None else wrote + r.wrote
+            self.wait_s += r.wait_s
             self.calls += r.calls
             self.errors += r.errors
             self.retries += r.retries
@@ -126,7 +146,23 @@ class FormTotals:
             self.cpu_s += r.cpu_s
             times.append(r.elapsed_s)
             self.samples.extend(s for s in r.error_samples if len(self.samples) < 5)
-        self.seconds += sum(times) / len(times) if times else 0.0
+        seconds = sum(times) / len(times) if times else 0.0
+        self.seconds += seconds
+        self.hist.merge(hist)
+        self.wrote = None if self.wrote is None or wrote is None else self.wrote + wrote
+        self.broken += cost.broken
+        self.checked += cost.checked
+        lat = hist.summary()
+        self.rounds.append(
+            {
+                "ops_per_sec": _div(calls * batch, seconds),
+                "calls": calls,
+                "seconds": seconds,
+                "p50": lat.p50,
+                "p99": lat.p99,
+                "mean": lat.mean,
+            }
+        )
         self.wires.append(cost.wire_ms)
         self.added.append(cost.added_rtt_ms)
         self.server_calls += cost.calls
@@ -134,10 +170,21 @@ class FormTotals:
         if cost.bystander is not None:
             self.bystander.merge(cost.bystander)
         if not cost.invariant_ok:
+            if self.invariant_ok:  # the first broken round: its finding replaces "held"
+                self.details.clear()
             self.invariant_ok = False
             self.details.append(cost.invariant_detail)
         elif not self.details:
             self.details.append(cost.invariant_detail)
+
+
+def _detail(t: FormTotals) -> str:
+    """The first broken round's finding and how many more rounds broke; else the first
+    round's (the invariant held)."""
+    if not t.details:
+        return ""
+    more = len(t.details) - 1
+    return t.details[0][:400] + (f" (and in {more} more round(s))" if more else "")
 
 
 def _div(a: float, b: float) -> float:
@@ -167,10 +214,14 @@ def build_record(
     by = t.bystander.summary()
     model = err = None
     cpu_us, server_us = _div(t.cpu_s * 1e6, ops), _div(t.server_usec, ops)
+    wait_us = _div(t.wait_s * 1e6, ops)
     rt = _div(t.round_trips, attempts)
     if summary.mean is not None:
-        model = predict_ms(rt, wire_ms, server_us * b, cpu_us * b)
+        model = predict_ms(rt, wire_ms, server_us * b, (cpu_us + wait_us) * b)
         err = 100.0 * (model - summary.mean) / summary.mean
+    share = None if t.wrote is None or not ops else t.wrote / ops
+    declared = getattr(w, "write_share_declared", None)
+    lat_rounds = {k: mean_interval([r[k] for r in t.rounds]) for k in ("p50", "p99", "mean")}
     return Record(
         operation=w.name,
         form=form,
@@ -198,7 +249,7 @@ def build_record(
         abort_rate=_div(t.retries, t.retries + t.calls),
         watch_attempts_per_op=1.0 + _div(t.retries, t.calls) if form == "transaction" else None,
         error_samples=t.samples[:5],
-        invariant_detail="; ".join(dict.fromkeys(t.details))[:500],
+        invariant_detail=_detail(t),
         bystander_p99_ms=by.p99,
         bystander_samples=by.count,
         wire_ms=wire_ms,
@@ -206,5 +257,16 @@ def build_record(
         model_latency_ms=model,
         model_error_pct=err if clients == 1 and rate is None and b == 1 else None,
         atomic=form in ATOMIC_FORMS,
+        write_share=share,
+        write_share_declared=declared,
+        write_share_off=share is not None
+        and declared is not None
+        and abs(share - declared) > WRITE_SHARE_TOLERANCE,
+        rounds=list(t.rounds),
+        ops_per_sec_interval=mean_interval([r["ops_per_sec"] for r in t.rounds]),
+        latency_ms_interval=lat_rounds,
+        lost_updates=t.broken,
+        invariant_cases=t.checked,
+        client_wait_usec_per_op=wait_us,
         read_compute_write=bool(w.describe().get("read_compute_write", False)),
     )

@@ -9,6 +9,7 @@ carries on. Worker processes are forked; results come back as encoded histograms
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import signal
 import time
@@ -32,6 +33,7 @@ __all__ = [
     "client_for",
     "run_client",
     "run_clients",
+    "runqueue_wait_s",
     "wait_until",
 ]
 
@@ -72,6 +74,8 @@ class WorkerResult:
     commands: int
     cpu_s: float
     elapsed_s: float
+    wrote: int | None = None  # calls whose reply says they wrote (None: cannot tell)
+    wait_s: float = 0.0  # runnable but waiting for a CPU (Linux schedstat), 0 if unknown
 
 
 def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> WorkerResult:
@@ -83,6 +87,8 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
     before = counters(client)
     interval = 1.0 / plan.rate if plan.rate else 0.0
     wait_until(plan.t_start)
+    wrote0 = getattr(op, "wrote", None)
+    wait0 = runqueue_wait_s()
     cpu0, clock = time.thread_time(), time.perf_counter
     t0 = clock()
     last_end = t0
@@ -110,6 +116,8 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
                 raw.record_seconds(last_end - start)
         i += 1
     cpu = time.thread_time() - cpu0
+    waited = runqueue_wait_s() - wait0
+    wrote = getattr(op, "wrote", None)
     delta = counters(client).minus(before)
     return WorkerResult(
         hist=hist.encode(),
@@ -123,7 +131,19 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
         cpu_s=cpu,
         # the window, not the calls' own time: in open loop the client idles between calls
         elapsed_s=max(max(last_end, plan.t_end) - t0, 1e-9),
+        wrote=None if wrote is None or wrote0 is None else int(wrote) - int(wrote0),
+        wait_s=max(0.0, waited),
     )
+
+
+def runqueue_wait_s() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (Linux
+    ``/proc/thread-self/schedstat``; 0.0 where the kernel does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _connect(client: redis.Redis) -> None:
@@ -202,60 +222,78 @@ def bystander_keys() -> list[str]:
     return [key("bystander", str(k)) for k in range(100)]
 
 
-def _bystander_main(url: str, interval_s: float, stop: Any, out: Connection) -> None:
+def _bystander_main(url: str, interval_s: float, ctl: Connection) -> None:
+    """Wait for "go", GET until "stop", send that slice's histogram; until "quit"."""
     _default_sigterm()
-    hist = LatencyHistogram()
-    cpu = 0.0
-    try:
-        client = redis.Redis.from_url(url, socket_timeout=30)
-        names = bystander_keys()
+    client = redis.Redis.from_url(url, socket_timeout=30)
+    names = bystander_keys()
+    with contextlib.suppress(redis.RedisError, OSError):
         client.get(names[0])  # connect before timing
-        client.mset(dict.fromkeys(names, "x" * 16))
+    while _command(ctl) == "go":
+        hist = LatencyHistogram()
+        cpu = 0.0
         i = 0
         nxt = time.perf_counter()
-        while not stop.is_set():
+        while not ctl.poll():
             c, t = time.thread_time(), time.perf_counter()
-            client.get(names[i % len(names)])
-            hist.record_seconds(time.perf_counter() - t)
+            try:
+                client.get(names[i % len(names)])
+            except (redis.RedisError, OSError):  # the server is restarting: try again later
+                time.sleep(interval_s)
+            else:
+                hist.record_seconds(time.perf_counter() - t)
             cpu += time.thread_time() - c
             i += 1
             nxt += interval_s
             wait_until(max(nxt, time.perf_counter()))
-    except (redis.RedisError, OSError):
-        pass
-    out.send((hist.encode(), hist.count, cpu))
-    out.close()
+        ctl.recv()  # "stop"
+        ctl.send((hist.encode(), hist.count, cpu))
+    ctl.close()
+
+
+def _command(ctl: Connection) -> str:
+    try:
+        return str(ctl.recv())
+    except (EOFError, OSError):  # the parent is gone
+        return "quit"
 
 
 class Bystander:
-    """A light client doing GETs on its own keys in another process while a form runs."""
+    """A light client doing GETs on its own keys in another process while a form runs.
+
+    One process serves every slice of a point: :meth:`begin` before the slice,
+    :meth:`finish` after it (a fork per slice cost ~25 ms on this 2-vCPU machine)."""
 
     def __init__(self, url: str, interval_s: float = 0.002) -> None:
         ctx = mp.get_context("fork")
-        self._stop = ctx.Event()
-        self._recv, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(
-            target=_bystander_main, args=(url, interval_s, self._stop, send), daemon=True
-        )
+        self._ctl, child = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(target=_bystander_main, args=(url, interval_s, child), daemon=True)
         self._proc.start()
-        send.close()
+        child.close()
+
+    def begin(self) -> None:
+        self._ctl.send("go")
 
     def finish(self) -> tuple[LatencyHistogram, int, float]:
-        """Stop the probe (this process's own child): its histogram, GET count and the
-        client CPU seconds those GETs took."""
-        self._stop.set()
+        """End this slice's probe: its histogram, GET count and the client CPU seconds
+        those GETs took."""
         try:
-            data, count, cpu = self._recv.recv()
-        except EOFError:
+            self._ctl.send("stop")
+            if not self._ctl.poll(30):
+                raise EOFError
+            data, count, cpu = self._ctl.recv()
+        except (EOFError, OSError):
             data, count, cpu = b"", 0, 0.0
-        finally:
-            self._proc.join(timeout=10)
-            _stop(self._proc)
-            self._recv.close()
         return LatencyHistogram.decode(data), int(count), float(cpu)
+
+    def close(self) -> None:
+        """Stop the probe process (this process's own child)."""
+        with contextlib.suppress(OSError):
+            self._ctl.send("quit")
+        self._proc.join(timeout=5)
+        self.kill()
 
     def kill(self) -> None:
         """Stop the probe without waiting for its results (after an error or interrupt)."""
-        self._stop.set()
         _stop(self._proc)
-        self._recv.close()
+        self._ctl.close()

@@ -13,9 +13,9 @@ with fewer round trips overtakes the other.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["Crossover", "FormCost", "crossovers", "fit_cost", "predict_ms"]
+__all__ = ["Crossover", "FormCost", "crossovers", "fit_cost", "predict_ms", "two_digits"]
 
 
 def predict_ms(round_trips: float, wire_ms: float, server_us: float, client_us: float) -> float:
@@ -47,9 +47,11 @@ def fit_cost(form: str, points: list[tuple[float, float, float, float]]) -> Form
 
 @dataclass(frozen=True)
 class Crossover:
-    """Above ``rtt_ms`` (added RTT), ``fewer_trips`` is faster than ``more_trips``.
+    """Where ``fewer_trips`` overtakes ``more_trips``, within the measured RTTs only.
 
-    ``rtt_ms`` is 0.0 when ``fewer_trips`` wins at every RTT.
+    ``kind``: ``"above"`` (faster above ``rtt_ms`` of added RTT, 2 significant digits),
+    ``"every_measured"`` (faster at every measured RTT) or ``"none_measured"`` (slower at
+    every measured RTT); ``rtt_ms`` is None unless ``kind`` is ``"above"``.
     """
 
     operation: str
@@ -57,26 +59,55 @@ class Crossover:
     more_trips: str
     fewer_trips: str
     rtt_ms: float | None
+    kind: str = "above"
+    measured_rtts: tuple[float, ...] = ()
 
     def describe(self) -> str:
-        if self.rtt_ms is None:
-            return f"{self.more_trips} stays faster than {self.fewer_trips} at every RTT"
-        if self.rtt_ms == 0.0:
-            return f"{self.fewer_trips} is faster than {self.more_trips} at every RTT"
-        return f"{self.fewer_trips} overtakes {self.more_trips} above {self.rtt_ms:.3g} ms RTT"
+        span = ""
+        if self.measured_rtts:
+            lo, hi = min(self.measured_rtts), max(self.measured_rtts)
+            span = f" ({lo:.2g} to {hi:.2g} ms)"
+        if self.kind == "every_measured":
+            faster = f"{self.fewer_trips} is faster than {self.more_trips}"
+            return f"{faster} at every measured RTT{span}"
+        if self.kind == "none_measured" or self.rtt_ms is None:
+            return (
+                f"{self.more_trips} stays faster than {self.fewer_trips} at every measured RTT"
+                f"{span}"
+            )
+        return f"{self.fewer_trips} overtakes {self.more_trips} above {self.rtt_ms:g} ms RTT"
 
 
-def crossovers(operation: str, clients: int, costs: list[FormCost]) -> list[Crossover]:
-    """Crossover RTT for every pair of forms with different round trips per call."""
+def two_digits(x: float) -> float:
+    """``x`` rounded to 2 significant digits (0.004853 -> 0.0049, 123 -> 120)."""
+    return float(f"{x:.2g}")
+
+
+def crossovers(
+    operation: str,
+    clients: int,
+    costs: list[FormCost],
+    measured: tuple[float, ...] = (),
+    pairs: set[frozenset[str]] | None = None,
+) -> list[Crossover]:
+    """Crossover RTT for each pair of forms with different round trips per call (only the
+    ``pairs`` given, when given), never outside ``measured`` (the added RTTs measured)."""
+    lo, hi = (min(measured), max(measured)) if measured else (0.0, float("inf"))
     out = []
     for i, a in enumerate(costs):
         for b in costs[i + 1 :]:
             if abs(a.round_trips - b.round_trips) < 0.05:
                 continue
+            if pairs is not None and frozenset((a.form, b.form)) not in pairs:
+                continue
             more, fewer = (a, b) if a.round_trips > b.round_trips else (b, a)
             gap = fewer.at(0.0) - more.at(0.0)  # > 0: the fewer-trip form is slower at RTT 0
-            rtt: float | None = 0.0
-            if gap > 0:
-                rtt = gap / (more.round_trips - fewer.round_trips)
-            out.append(Crossover(operation, clients, more.form, fewer.form, rtt))
+            rtt = gap / (more.round_trips - fewer.round_trips) if gap > 0 else 0.0
+            if rtt <= lo:
+                x = Crossover(operation, clients, more.form, fewer.form, None, "every_measured")
+            elif rtt > hi:
+                x = Crossover(operation, clients, more.form, fewer.form, None, "none_measured")
+            else:
+                x = Crossover(operation, clients, more.form, fewer.form, two_digits(rtt))
+            out.append(replace(x, measured_rtts=measured))
     return out

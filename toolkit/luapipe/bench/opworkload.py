@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import RawArray
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from luapipe.bench.batching import CLUSTER_REFUSAL, first_error, run_batch
-from luapipe.bench.benchkeys import delete_matching, patterns, tagged
+from luapipe.bench.batching import CLUSTER_REFUSAL
+from luapipe.bench.benchkeys import delete_matching, patterns
+from luapipe.bench.opcalls import OpCalls
+from luapipe.bench.opcases import invariants, select_cases, write_states
+from luapipe.bench.profile import (
+    DEFAULT_WRITE_SHARE,
+    CallArgs,
+    copy_namespace,
+    rebase,
+)
 from luapipe.bench.workloads import (
     KeyChooser,
     OpFn,
@@ -33,6 +42,7 @@ from luapipe.bench.workloads import (
     zipf_exponent,
 )
 from luapipe.errors import LuapipeError
+from luapipe.operations.benchprofile import BenchDraw
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
 from luapipe.wire.routing import is_cluster
@@ -50,6 +60,10 @@ def catalogue_dir() -> Path:
     return installed if installed.is_dir() else package.parents[1] / "examples" / "operations"
 
 
+#: pre-set copies of a case renewed on refusal ("refused"), at most, over all cases
+COPY_BUDGET = 4096
+
+
 @dataclass(frozen=True)
 class OperationWorkload:
     op: Any  # luapipe.operations.operation.Operation
@@ -61,38 +75,24 @@ class OperationWorkload:
     batch: int = 1
     #: the function library as found before the first run; put back by :meth:`cleanup`
     libraries: list[LibrarySnapshot | None] = field(default_factory=list, compare=False)
+    #: mutable run state: the shared copy frontier, copies pre-set, the last check's counts
+    state: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def _select_cases(self, client: redis.Redis) -> None:
-        """Sample cases that run cleanly: verify's edge cases (wrong types, non-numbers,
-        states that already break the invariant) are for equivalence, not for timing. Each
-        candidate is set up and run three times (script form, or one that can run here) with
-        the invariant checked before each run and after; one that errors or breaks the
-        invariant is skipped. Each case's keys share a hash tag (one cluster slot) under
-        the benchmark's prefix: ``{luapipe:bench:<name>:<i>}:<key>``."""
-        rng = random.Random(self.seed)
-        want = 1 if self.contention == "hot" else self.pool
-        chosen: list[Any] = []
-        for _ in range(want * 20):
-            case = self.op.sample_case(rng, tagged(self.name, len(chosen)))
-            safe = safety_for(self.op, client, case.keys_dict, case.args_dict)
-            form = "script" if safe["script"].ok else "pipelined"
-            try:
-                self.op.setup(client, case)
-                for _ in range(3):
-                    if not self._holds(client, case):
-                        raise ValueError("the invariant does not hold in this state")
-                    self.op.run_detailed(client, form, keys=case.keys_dict, args=case.args_dict)
-                if not self._holds(client, case):
-                    raise ValueError("the invariant does not hold in this state")
-                self.op.setup(client, case)
-            except Exception:  # any failure (server error, OpError...) disqualifies the case
-                continue
-            chosen.append(case)
-            if len(chosen) == want:
-                break
-        if not chosen:
-            raise LuapipeError(f"{self.name}: no sampled case runs without an error")
-        object.__setattr__(self, "cases", tuple(chosen))
+    @property
+    def draw(self) -> BenchDraw | None:
+        """The profile's draw for this contention (None: no ``[bench]`` table)."""
+        bench = self.op.bench
+        return bench.for_contention(self.contention) if bench is not None else None
+
+    @property
+    def write_share_declared(self) -> float:
+        if self.draw is not None:
+            return float(self.draw.write_share)
+        return DEFAULT_WRITE_SHARE if self.op.writes else 0.0
+
+    @property
+    def renew(self) -> str | int:
+        return self.draw.renew if self.draw is not None else "never"
 
     @property
     def name(self) -> str:
@@ -113,25 +113,61 @@ class OperationWorkload:
             "cases": self.pool if self.contention != "hot" else 1,
             "batch": self.batch,
             "lua": str(self.op.lua_source),
+            "bench_profile": self.profile_summary(),
         }
 
+    def profile_summary(self) -> dict[str, Any]:
+        """How the bench draws state and arguments (the manifest's ``bench_profile``)."""
+        d = self.draw
+        bench = self.op.bench
+        out: dict[str, Any] = {
+            "source": "spec" if bench is not None else "default",
+            "description": bench.description
+            if bench is not None
+            else ("no [bench] table: verify-style cases whose trial calls took the write path"),
+            "write_share": self.write_share_declared,
+            "wrote": self.op.wrote,
+            "renew": self.renew,
+        }
+        if d is not None:
+            out["state"] = {s.name: s.describe() for s in d.state}
+            out["args"] = {a.name: a.describe() for a in d.args}
+        return out
+
     def reset(self, client: redis.Redis) -> None:
-        """Delete this workload's keys (never FLUSHDB) and write every case's initial state."""
+        """Delete this workload's keys (never FLUSHDB), write every case's initial state and
+        the copies a "refused" renewal may move to."""
         if not self.libraries and "function" in self.forms:  # before any form has run
             self.libraries.append(snapshot_library(self.op, client))
         delete_matching(client, patterns(self.name))
         if not self.cases:
-            self._select_cases(client)
+            rng, want = random.Random(self.seed), 1 if self.contention == "hot" else self.pool
+            cases = select_cases(self.op, client, self.draw, want, rng)
+            object.__setattr__(self, "cases", cases)
             delete_matching(client, patterns(self.name))
         self.baseline.clear()
-        for i, case in enumerate(self.cases):
-            self.op.setup(client, case)
-            if self.op.invariant is not None:
-                self.baseline[i] = self._invariant(client, case)
+        write_states(client, self.cases)
+        if self.op.invariant is not None:
+            self.baseline.update(enumerate(invariants(self.op, client, self.cases)))
+        self.state["frontier"] = RawArray("q", len(self.cases))
+        if self.renew == "refused":
+            self._preset_copies(client)
 
-    def _holds(self, client: redis.Redis, case: Any) -> bool:
-        inv = self.op.invariant
-        return inv is None or inv.conserved or bool(self._invariant(client, case))
+    def _preset_copies(self, client: redis.Redis) -> None:
+        """Copies 1..n-1 of every case, as many as the last slices needed (x4), within
+        :data:`COPY_BUDGET`; with an empty initial state nothing needs writing."""
+        budget = max(2, COPY_BUDGET // len(self.cases))
+        if not any(c.state for c in self.cases):
+            self.state["copies"] = 1_000_000
+            return
+        n = min(budget, max(64, int(self.state.get("need", 0))))
+        copies = [
+            rebase(case, copy_namespace(case.namespace, str(j)))
+            for case in self.cases
+            for j in range(1, n)
+        ]
+        write_states(client, copies, delete=False)
+        self.state["copies"] = n
 
     def _invariant(self, client: redis.Redis, case: Any) -> Any:
         return self.op.check_invariant(client, keys=case.keys_dict, args=case.args_dict)
@@ -156,45 +192,50 @@ class OperationWorkload:
             restore_library(snapshot)
 
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
-        rng = random.Random(seed * 1000 + worker)
-        chooser = KeyChooser(self.contention, len(self.cases))
-        calls = [(c.keys_dict, c.args_dict) for c in self.cases]
-        run = self.op.run_detailed
-        n = max(1, self.batch)
-        if n > 1:
-            if is_cluster(client):
-                raise LuapipeError(f"{self.name}: {CLUSTER_REFUSAL}")
-            op = self.op
-
-            def many(i: int) -> int:
-                picked = [calls[chooser.pick(rng)] for _ in range(n)]
-                outcomes = run_batch(op, client, form, picked)
-                error = first_error(outcomes)
-                if error is not None:
-                    raise error
-                return sum(o.retries for o in outcomes)
-
-            return many
-
-        def call(i: int) -> int:
-            keys, args = calls[chooser.pick(rng)]
-            return int(run(client, form, keys=keys, args=args).retries)
-
-        return call
+        if self.batch > 1 and is_cluster(client):
+            raise LuapipeError(f"{self.name}: {CLUSTER_REFUSAL}")
+        return OpCalls(
+            self.op,
+            client,
+            form,
+            self.cases,
+            KeyChooser(self.contention, len(self.cases)),
+            random.Random(seed * 1000 + worker),
+            draws=CallArgs.of(self.op, self.draw),
+            renew=self.renew,
+            frontier=self.state.get("frontier") or [0] * len(self.cases),
+            copies=int(self.state.get("copies", 1)),
+            worker=worker,
+            batch=self.batch,
+        )
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        """Every case, and every copy a "refused" renewal used, against its baseline.
+        ``state["checked"]`` is then ``(broken, checked)``."""
         inv = self.op.invariant
+        frontier = self.state.get("frontier") or [0] * len(self.cases)
+        reached = max((int(x) for x in frontier), default=0)
+        self.state["need"] = max(int(self.state.get("need", 0)), 4 * reached + 16)
         if inv is None:
+            self.state["checked"] = (0, 0)
             return True, "no invariant declared"
+        where = [
+            (i, rebase(case, copy_namespace(case.namespace, str(j))) if j else case)
+            for i, case in enumerate(self.cases)
+            for j in range(int(frontier[i]) + 1)
+        ]
         bad = []
-        for i, case in enumerate(self.cases):
-            now = self._invariant(client, case)
+        for (i, case), now in zip(
+            where, invariants(self.op, client, [c for _, c in where]), strict=True
+        ):
             ok = now == self.baseline.get(i) if inv.conserved else bool(now)
             if not ok:
                 bad.append(f"{case.namespace} {now!r} (was {self.baseline.get(i)!r})")
+        checked = len(where)
+        self.state["checked"] = (len(bad), checked)
         if bad:
-            return False, f"invariant broken in {len(bad)} of {len(self.cases)} cases: {bad[0]}"
-        return True, f"invariant held in {len(self.cases)} cases ({ops_done} ops)"
+            return False, f"invariant broken in {len(bad)} of {checked} cases: {bad[0]}"
+        return True, f"invariant held in {checked} cases ({ops_done} ops)"
 
 
 def resolve_workloads(

@@ -1,32 +1,47 @@
-"""Which form to use, in plain words, from benchmark records (the JSON ``records`` list).
+"""Which form to use, from benchmark records (the JSON ``records`` list): the verdict.
 
-For each (operation, RTT, clients) point: forms that lost updates or failed are ruled out,
-and so are non-atomic forms of a read-compute-write (they race even when this run's
-contention did not show it);
-the fastest remaining form wins, except that an atomic form within 10% of a non-atomic
-winner is preferred (it is as fast and nobody sees a half-done update). The reasons name
-the throughput gain, round trips, latency, server CPU, the bystander's p99, aborts and the
-cluster constraint.
+For each (operation, RTT, clients) point the verdict answers the question actually at stake:
+
+- an operation whose writes depend on its reads (``read_compute_write``) needs atomicity,
+  so the choice is between the atomic forms: transaction, script, function. What the
+  non-atomic forms would gain, and what they lost (measured lost updates), is stated beside;
+- one whose writes do not (update_token) or that only reads: pipelined vs script vs
+  function (plain commands in one round trip against server-side code).
+
+Forms are ranked by throughput (closed loop) or by p50 latency at the fixed rate (open
+loop, ``--rate``). One beats another only when the 95% interval of their per-round ratio
+clears :data:`~luapipe.bench.intervals.NOISE_PCT`; otherwise they tie, and the tie-break
+picks: atomic over non-atomic, then the form that survives a failover with fewer moving
+parts (transaction: nothing deployed; function: replicated and persisted; script: a
+per-node cache lost on restart or failover), then the lower server CPU. The headline
+compares the winner with the best other form at stake, never with naive calls.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Recommendation", "recommend"]
+from luapipe.bench.compare import (
+    ATOMIC,
+    MOVING_PARTS,
+    Verdict,
+    open_loop_of,
+    point,
+    ratio,
+    tie_key,
+)
+from luapipe.bench.intervals import NOISE_PCT
+from luapipe.bench.reasons import explain
 
-ATOMIC = {"transaction", "script", "function"}
-CLUSTER = {
-    "script": "In Redis Cluster every key of the script must hash to one slot (use a {hash tag})"
-    ", and the script must be loaded on each primary.",
-    "function": "In Redis Cluster every key must hash to one slot (use a {hash tag}); functions"
-    " are replicated and survive failover, unlike the script cache.",
-    "transaction": "In Redis Cluster MULTI/EXEC needs all keys in one slot.",
-    "pipelined": "In Redis Cluster the pipeline is split per node: still few round trips, keys "
-    "may live anywhere.",
-    "naive": "Works unchanged in Redis Cluster.",
+__all__ = ["ATOMIC", "MOVING_PARTS", "Recommendation", "at_stake", "recommend"]
+
+_AT_STAKE = {
+    "read_compute_write": ("transaction", "script", "function"),
+    "blind_writes": ("pipelined", "script", "function"),
+    "read_only": ("pipelined", "script", "function"),
 }
 
 
@@ -39,91 +54,80 @@ class Recommendation:
     text: str
     reasons: tuple[str, ...]
     headline: str = ""
+    question: str = ""
+    kind: str = "other"
+    at_stake: tuple[str, ...] = ()
+    metric: str = "ops_per_sec"
+    tied_with: tuple[str, ...] = ()
+    tie_within_pct: float | None = None
+    tie_break: str | None = None
+    noise_threshold_pct: float = NOISE_PCT
+    alternative: str | None = None
+    ratio: float | None = None
+    ratio_interval: tuple[float, float] | None = None
+    non_atomic: tuple[dict[str, Any], ...] = ()
+    main_reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _ms(v: Any) -> str:
-    return "-" if v is None else f"{float(v):.3g} ms"
+def kind_of(rows: Sequence[dict[str, Any]]) -> str:
+    """read_compute_write, blind_writes, read_only, or other (from the records' flags)."""
+    if any(r.get("read_compute_write") for r in rows):
+        return "read_compute_write"
+    declared = [r.get("write_share_declared") for r in rows]
+    if declared and all(d is not None and float(d) == 0.0 for d in declared):
+        return "read_only"
+    return "blind_writes"
 
 
-def _pick(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
-    ruled_out = []
-    valid = []
-    for r in rows:
-        if not r["invariant_ok"]:
-            ruled_out.append(
-                f"{r['form']} lost updates ({r.get('invariant_detail') or 'invariant failed'})"
-            )
-        elif r.get("read_compute_write") and r["form"] not in ATOMIC:
-            ruled_out.append(
-                f"{r['form']}: its writes depend on its reads, and without atomicity another "
-                "client can change the data in between (lost updates under contention)"
-            )
-        elif r["errors"] and r["ops"] == 0:
-            ruled_out.append(f"{r['form']} failed: every call returned an error")
-        elif r["ops"] > 0:
-            valid.append(r)
+def at_stake(kind: str, forms: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """``(kind, forms at stake)``. A read-compute-write operation: its atomic forms that
+    ran (even one, even none: a non-atomic form is never the answer). Otherwise the
+    preferred set where at least two of them ran, else every form that ran ("other")."""
+    wanted = tuple(f for f in _AT_STAKE.get(kind, ()) if f in forms)
+    if len(wanted) >= 2 or kind == "read_compute_write":
+        return kind, wanted
+    return "other", tuple(forms)
+
+
+def _usable(r: dict[str, Any]) -> str | None:
+    """Why ``r`` cannot be recommended, or None."""
+    if not r["invariant_ok"]:
+        lost = int(r.get("lost_updates") or 0)
+        return f"{r['form']} lost updates ({r.get('invariant_detail') or f'{lost} cases'})"
+    if r["ops"] == 0:
+        return f"{r['form']} failed: every call returned an error"
+    return None
+
+
+def _beats(a: dict[str, Any], b: dict[str, Any], open_loop: bool) -> bool:
+    """``a`` is better than ``b`` beyond noise (the interval of their ratio clears it)."""
+    x = ratio(a, b, open_loop)
+    return x is not None and x.beats()
+
+
+def decide(rows: list[dict[str, Any]], skipped: Sequence[dict[str, str]]) -> Verdict:
+    """The verdict of one point, before it is put into words."""
+    forms = [str(r["form"]) for r in rows]
+    kind, stake = at_stake(kind_of(rows), forms)
+    open_loop = open_loop_of(rows)
+    ruled = [why for r in rows if r["form"] in stake and (why := _usable(r)) is not None]
+    ruled += [f"{s['form']} could not run here: {s['reason']}" for s in skipped]
+    valid = [r for r in rows if r["form"] in stake and _usable(r) is None]
+    v = Verdict(kind=kind, at_stake=stake, open_loop=open_loop, rows=rows, ruled_out=ruled)
     if not valid:
-        return None, ruled_out
-    valid.sort(key=lambda r: -float(r["ops_per_sec"]))
-    best = valid[0]
-    if best["form"] not in ATOMIC:
-        for r in valid[1:]:
-            if r["form"] in ATOMIC and float(r["ops_per_sec"]) >= 0.9 * float(best["ops_per_sec"]):
-                return r, ruled_out
-    return best, ruled_out
-
-
-def _reasons(best: dict[str, Any], rows: list[dict[str, Any]], ruled_out: list[str]) -> list[str]:
-    out = []
-    by_form = {r["form"]: r for r in rows}
-    rate = float(best["ops_per_sec"])
-    naive = by_form.get("naive")
-    if naive and naive is not best and float(naive["ops_per_sec"]) > 0:
-        out.append(
-            f"{rate / float(naive['ops_per_sec']):.1f}x the throughput of one call at a time"
-        )
-    out.append(
-        f"{rate:,.0f} ops/s, p50 {_ms(best['latency_ms'].get('p50'))}, "
-        f"p99 {_ms(best['latency_ms'].get('p99'))}, "
-        f"{float(best['round_trips_per_op']):.2g} round trip(s) per op"
-    )
-    if best["form"] in ATOMIC:
-        out.append("atomic: no other client ever sees a half-done update")
-    else:
-        out.append(
-            "not atomic: other clients can see it half done, and a read-then-write can lose "
-            "updates under contention"
-        )
-    faster = [
-        r
-        for r in rows
-        if float(r["ops_per_sec"]) > rate * 1.02
-        and r is not best
-        and r["invariant_ok"]
-        and not r.get("read_compute_write")
-    ]
-    for r in faster:
-        out.append(f"{r['form']} is {float(r['ops_per_sec']) / rate - 1:.0%} faster but not atomic")
-    cheapest = min(rows, key=lambda r: float(r["server_usec_per_op"]))
-    out.append(
-        f"server CPU {float(best['server_usec_per_op']):.1f} us/op"
-        + (
-            ""
-            if cheapest is best
-            else f" (cheapest: {cheapest['form']}, "
-            f"{float(cheapest['server_usec_per_op']):.1f} us/op)"
-        )
-    )
-    if best.get("bystander_p99_ms") is not None:
-        out.append(f"other clients' GET p99 during this form: {_ms(best['bystander_p99_ms'])}")
-    if float(best.get("abort_rate", 0.0)) > 0:
-        out.append(f"WATCH aborted {float(best['abort_rate']):.0%} of attempts (retried)")
-    out.extend(f"ruled out: {r}" for r in ruled_out)
-    out.append(CLUSTER.get(best["form"], ""))
-    return [r for r in out if r]
+        return v
+    best = max(valid, key=lambda r: point(r, open_loop))
+    beaten = {id(r) for r in valid for o in valid if o is not r and _beats(o, r, open_loop)}
+    candidates = [r for r in valid if id(r) not in beaten] or [best]
+    chosen = min(candidates, key=tie_key)
+    others = sorted((r for r in valid if r is not chosen), key=lambda r: -point(r, open_loop))
+    v.chosen, v.best = chosen, best
+    v.tied = [r for r in candidates if r is not chosen]
+    v.others = others
+    return v
 
 
 def recommend(
@@ -139,21 +143,7 @@ def recommend(
         groups[(str(r["operation"]), float(r["rtt_ms_nominal"]), int(r["clients"]))].append(r)
     out = []
     for (op, rtt, clients), rows in groups.items():
-        best, ruled_out = _pick(rows)
-        ruled_out = ruled_out + [
-            f"{s['form']} could not run here: {s['reason']}"
-            for s in skipped or ()
-            if s.get("operation") == op
-        ]
-        where = f"at {rtt:g} ms RTT with {clients} client{'s' if clients != 1 else ''}"
-        if best is None:
-            text = f"{op} {where}: no form ran correctly; see the errors."
-            out.append(Recommendation(op, rtt, clients, None, text, tuple(ruled_out), text))
-            continue
-        reasons = _reasons(best, rows, ruled_out)
-        headline = f"{op} {where}: use {best['form']}"
-        text = f"{headline}: " + "; ".join(reasons[:3]) + "."
-        out.append(
-            Recommendation(op, rtt, clients, str(best["form"]), text, tuple(reasons), headline)
-        )
+        mine = [s for s in skipped or () if s.get("operation") == op]
+        fields = explain(op, rtt, clients, decide(rows, mine))
+        out.append(Recommendation(operation=op, rtt_ms=rtt, clients=clients, **fields))
     return out

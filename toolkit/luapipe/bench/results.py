@@ -13,7 +13,7 @@ from luapipe.bench.rttproxy import Calibration
 
 __all__ = ["BenchResult", "Record", "SCHEMA_VERSION", "error_summary"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,15 @@ class Record:
     model_error_pct: float | None = None
     atomic: bool = False
     read_compute_write: bool = False  # writes depend on reads: non-atomic forms can race
+    write_share: float | None = None  # measured share of calls that took the write path
+    write_share_declared: float | None = None  # the bench profile's intended share
+    write_share_off: bool = False  # more than 10 points between the two
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # per timed round, in order
+    ops_per_sec_interval: tuple[float, float] | None = None  # 95%, across rounds
+    latency_ms_interval: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    lost_updates: int = 0  # checked cases (state copies) whose invariant broke
+    invariant_cases: int = 0  # cases (state copies) the invariant was checked on
+    client_wait_usec_per_op: float = 0.0  # client runnable but waiting for a CPU
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +76,9 @@ class BenchResult:
     crossovers: list[Crossover]
     recommendations: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: where the round-trip model is more than 15% off the measured mean, and why (also in
+    #: ``notes``); the terminal table prints these
+    model_notes: list[str] = field(default_factory=list)
     #: forms that could not run here (a cluster and keys in several slots): operation, form,
     #: reason
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -85,6 +97,7 @@ class BenchResult:
             "crossovers": [asdict(c) | {"text": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,
             "notes": self.notes,
+            "model_notes": self.model_notes,
             "skipped": self.skipped,
             "errors": self.errors,
         }

@@ -1,7 +1,9 @@
 """Run every form of each workload across RTTs and client counts, interleaved.
 
 For each (RTT, clients, workload): every form is prepared (scripts loaded) and warmed up
-(discarded), then timed in ``rounds`` slices in ABAB order. Each slice starts from a fresh
+(discarded), then timed in ``rounds`` slices in ABAB order, each round starting one form
+later (over 5 rounds of 5 forms each form runs once in each position, so a load that comes
+and goes with the position in a round does not favour one form). Each slice starts from a fresh
 keyspace, takes ``INFO commandstats`` before and after (server cost), runs the bystander
 probe beside it, and ends with the workload's invariant check.
 
@@ -58,7 +60,7 @@ class BenchConfig:
     clients: tuple[int, ...] = (1,)
     duration_s: float = 2.0  # timed seconds per form at each (rtt, clients) point
     warmup_s: float = 0.3
-    rounds: int = 4
+    rounds: int = 5  # interleaved rounds: the intervals and ties come from them
     rate: float | None = None  # open loop: total calls per second
     bystander: bool = True
     bystander_interval_s: float = 0.002
@@ -143,21 +145,26 @@ class _Run:
         seconds: float,
         client: redis.Redis | None,
         timed: bool,
+        bystander: Bystander | None = None,
+        round_no: int = 0,
     ) -> tuple[list[WorkerResult | str], SliceCost]:
+        """One form for ``seconds``. Every form of a round draws the same keys and arguments
+        (seed + round): their figures pair; the next round draws others."""
         cfg = self.config
         self.retry(lambda: w.reset(self.admin), "reset")
-        by = None
-        if timed and cfg.bystander and not self.cluster:
+        by = bystander if timed else None
+        if by is not None:
             keys = dict.fromkeys(bystander_keys(), "x" * 16)
             self.retry(lambda: self.admin.mset(keys), "reset")
-            by = Bystander(target, cfg.bystander_interval_s)
+            by.begin()
         try:
             wire = self.probe(target) if timed else (0.0, 0.0)
             before = self.cost()
             t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
             rate = cfg.rate / clients if cfg.rate else None
+            seed = cfg.seed + 7919 * round_no
             plans = [
-                ClientPlan(target, form, k, cfg.seed, t0, t0 + seconds, rate, self.cluster)
+                ClientPlan(target, form, k, seed, t0, t0 + seconds, rate, self.cluster)
                 for k in range(clients)
             ]
             if client is not None:
@@ -166,9 +173,10 @@ class _Run:
                 results = run_clients(w, plans)
             after = self.cost()
             by_hist, by_count, _cpu = by.finish() if by is not None else (None, 0, 0.0)
-        finally:
+        except BaseException:
             if by is not None:  # an error or an interrupt: stop the probe process too
                 by.kill()
+            raise
         calls = sum(r.calls for r in results if isinstance(r, WorkerResult))
         try:
             check = partial(w.check_invariant, self.admin, calls * w.batch)
@@ -177,23 +185,29 @@ class _Run:
             ok, detail = False, f"invariant check raised {type(exc).__name__}: {exc}"
         window = time.perf_counter() - t0
         by_in_window = round(by_count * min(1.0, seconds / max(window + 0.05, 1e-9)))
-        cost = SliceCost.of(before, after, by_in_window, by_hist, ok, detail, *wire)
+        counted = getattr(w, "state", {}).get("checked") if ok or "raised" not in detail else None
+        broken, checked = counted if counted is not None else (0 if ok else 1, 1)
+        cost = SliceCost.of(
+            before, after, by_in_window, by_hist, ok, detail, *wire, broken, checked
+        )
         return results, cost
 
     def probe(self, target: str) -> tuple[float, float]:
-        """Wire time of one round trip on ``target``'s path now, and what it adds to direct
-        (ms); measured beside each slice, under the same load, so the model tracks it."""
+        """Wire time of one round trip on ``target``'s path now (the mean of back-to-back
+        PINGs, as the model is compared with mean latency), and what it adds to direct (ms);
+        measured beside each slice, under the same load, so the model tracks it."""
         host, port = hostport(target)
         kw = self.node_admin.connection_pool.connection_kwargs
         direct = (str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379)))
         try:
-            d_rtt, _ = self.retry(partial(measure_ping, *direct, 40), "probe")
+            d_rtt, _ = self.retry(partial(measure_ping, *direct, 20, mean=True), "probe")
             if (host, port) == direct:
                 rtt_us, cpu_us = d_rtt, _
             else:
                 guess = self.guess_ms.get(target, 1.0)
-                n = int(min(60, max(5, 60.0 / max(guess, 1.0))))
-                rtt_us, cpu_us = self.retry(partial(measure_ping, host, port, n), "probe")
+                n = int(min(40, max(10, 15.0 / max(guess, 0.25))))
+                probe = partial(measure_ping, host, port, n, mean=True)
+                rtt_us, cpu_us = self.retry(probe, "probe")
                 self.guess_ms[target] = rtt_us / 1e3
         except (OSError, redis.RedisError, LuapipeError):  # no probe this slice
             return 0.0, 0.0
@@ -209,20 +223,33 @@ class _Run:
         if in_proc:
             client = self.retry(partial(counting_for, target, self.cluster), "connect")
         totals = {f: FormTotals() for f in forms}
+        by = None
+        if cfg.bystander and not self.cluster:
+            by = Bystander(target, cfg.bystander_interval_s)
         try:
             for form in forms:
                 self.retry(partial(w.prepare, self.admin, form), f"prepare {form}")
             for form in forms:  # warm-up, discarded
                 self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
                 self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
-            for _ in range(cfg.rounds):  # ABAB...
-                for form in forms:
+            for k in range(cfg.rounds):  # ABAB..., each round starting one form later
+                for form in forms[k % len(forms) :] + forms[: k % len(forms)]:
                     res, cost = self.slice(
-                        w, form, target, clients, cfg.duration_s / cfg.rounds, client, timed=True
+                        w,
+                        form,
+                        target,
+                        clients,
+                        cfg.duration_s / cfg.rounds,
+                        client,
+                        timed=True,
+                        bystander=by,
+                        round_no=k + 1,
                     )
-                    totals[form].add(res, cost)
+                    totals[form].add(res, cost, w.batch)
                     self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
         finally:
+            if by is not None:
+                by.close()
             if client is not None:
                 client.close()
         measured = cal.rtt_ms_measured if cal is not None else 0.0

@@ -81,8 +81,27 @@ class LatencyHistogram:
     def value_at_us(self, percentile: float) -> float:
         return float(self._h.get_value_at_percentile(percentile))
 
+    def values_at_us(self, percentiles: list[float]) -> dict[float, float]:
+        """Several percentiles in one pass over the counts (hdrh walks them once per call
+        of :meth:`value_at_us`)."""
+        if not self.count:
+            return dict.fromkeys(percentiles, 0.0)
+        found = self._h.get_percentile_to_value_dict(list(percentiles))
+        return {q: float(found.get(q, 0.0)) for q in percentiles}
+
     def mean_us(self) -> float:
-        return float(self._h.get_mean_value()) if self.count else 0.0
+        """The mean, as HdrHistogram's ``get_mean_value`` defines it (each count at the
+        middle of its bucket), but one pass over the counts array: hdrh's own iterator
+        takes about half a second on this histogram's 18k buckets."""
+        h = self._h
+        if not self.count:
+            return 0.0
+        counts, total = h.counts, 0
+        for i in range(h.counts_len):
+            c = counts[i]
+            if c:
+                total += c * h._hdr_median_equiv_value(h.get_value_from_index(i))
+        return float(total) / self.count
 
     def encode(self) -> bytes:
         """Compact form for sending between processes (see :meth:`decode`)."""
@@ -107,10 +126,11 @@ class LatencyHistogram:
 
     def summary(self) -> LatencySummary:
         n = self.count
+        values = self.values_at_us(list(PERCENTILES.values()))
 
         def pct(key: str) -> float | None:
             q = PERCENTILES[key]
-            return self.value_at_us(q) / 1000.0 if n >= min_samples_for(q) else None
+            return values[q] / 1000.0 if n >= min_samples_for(q) else None
 
         return LatencySummary(
             count=n,
@@ -127,9 +147,6 @@ class LatencyHistogram:
     def distribution(self, points: tuple[float, ...] = ()) -> list[tuple[float, float]]:
         """(percentile, latency ms) pairs for a percentile-distribution chart."""
         qs = points or (0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.99, 100)
-        out = []
-        for q in qs:
-            if q < 100 and self.count < min_samples_for(q):
-                continue
-            out.append((q, self.value_at_us(q) / 1000.0))
-        return out
+        shown = [float(q) for q in qs if q >= 100 or self.count >= min_samples_for(q)]
+        values = self.values_at_us(shown)
+        return [(q, values[q] / 1000.0) for q in shown]

@@ -8,9 +8,10 @@ any form finished fewer than :data:`MIN_CALLS` timed calls gets no form, and say
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
-from luapipe.bench.recommend import Recommendation, recommend
+from luapipe.bench.recommend import recommend
 
 __all__ = ["MIN_CALLS", "recommendations"]
 
@@ -48,8 +49,19 @@ def recommendations(
                 f"({', '.join(few)}; at least {MIN_CALLS} each are needed): "
                 "run longer (--duration) or at a higher --rate."
             )
-            rec = Recommendation(
-                rec.operation, rec.rtt_ms, rec.clients, None, text, (text, *rec.reasons), text
+            rec = replace(
+                rec,
+                form=None,
+                text=text,
+                reasons=(text, *rec.reasons),
+                headline=text,
+                tied_with=(),
+                tie_within_pct=None,
+                tie_break=None,
+                alternative=None,
+                ratio=None,
+                ratio_interval=None,
+                main_reason="too few samples",
             )
         out.append(rec.as_dict())
     return out

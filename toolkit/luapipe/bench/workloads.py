@@ -29,6 +29,7 @@ from luapipe.operations.libraries import LibrarySnapshot, restore_library, snaps
 __all__ = [
     "ATOMIC_FORMS",
     "FORM_LABELS",
+    "Counted",
     "KeyChooser",
     "OpFn",
     "PingWorkload",
@@ -48,6 +49,19 @@ FORM_LABELS = {
     "script": "Lua script (EVALSHA)",
     "function": "Redis Function (FCALL)",
 }
+
+
+class Counted:
+    """A workload's callable whose every call writes ``writes`` operations (0: read-only):
+    the measured write share of a built-in workload."""
+
+    def __init__(self, fn: OpFn, writes: int) -> None:
+        self.fn, self.writes, self.wrote = fn, writes, 0
+
+    def __call__(self, i: int) -> int:
+        retries = self.fn(i)
+        self.wrote += self.writes
+        return retries
 
 
 class Workload(Protocol):
@@ -116,8 +130,16 @@ class PingWorkload:
     name: str = "ping"
     forms: tuple[str, ...] = ("naive", "pipelined")
 
+    write_share_declared: float = 0.0
+
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": "builtin", "commands": ["PING"], "batch": self.batch}
+        return {
+            "name": self.name,
+            "kind": "builtin",
+            "commands": ["PING"],
+            "batch": self.batch,
+            "bench_profile": {"source": "builtin", "write_share": 0.0, "wrote": "never"},
+        }
 
     def reset(self, client: redis.Redis) -> None:
         return None
@@ -134,7 +156,7 @@ class PingWorkload:
                     client.ping()
                 return 0
 
-            return naive
+            return Counted(naive, 0)
 
         def pipelined(i: int) -> int:
             pipe = client.pipeline(transaction=False)
@@ -143,7 +165,7 @@ class PingWorkload:
             pipe.execute()
             return 0
 
-        return pipelined
+        return Counted(pipelined, 0)
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
         return True, "no state"
@@ -197,7 +219,18 @@ class UpdateTokenWorkload:
             "tokens": self.tokens,
             "batch": self.batch,
             "lua": UPDATE_TOKEN_LUA.strip(),
+            "read_compute_write": False,
+            "bench_profile": {
+                "source": "builtin",
+                "description": "every call records a token and an item viewed (five writes)",
+                "write_share": 1.0,
+                "wrote": "always",
+            },
         }
+
+    @property
+    def write_share_declared(self) -> float:
+        return 1.0
 
     @property
     def key_names(self) -> tuple[str, str, str, str]:
@@ -274,7 +307,7 @@ class UpdateTokenWorkload:
                 pipe.execute()
             return 0
 
-        return call
+        return Counted(call, n)
 
     def cluster_skips(self, client: Any) -> dict[str, str]:
         """Its keys are fixed names (Redis in Action): on a cluster they are in several slots,

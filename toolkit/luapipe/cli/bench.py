@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from luapipe.cli import _common as common
+from luapipe.errors import LuapipeError
 
 __all__ = ["COMMANDS"]
 
@@ -102,7 +103,8 @@ def _finish(
     from luapipe.report import render_table, write_csv, write_html, write_json
 
     data = result.as_dict() if hasattr(result, "as_dict") else result
-    data["recommendations"] = recommendations(data["records"], data.get("skipped"))
+    if not data.get("recommendations"):  # a results file of an older luapipe
+        data["recommendations"] = recommendations(data["records"], data.get("skipped"))
     data["notes"] = [*notes, *data.get("notes", [])]
     click.echo(render_table(data))
     for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):
@@ -154,7 +156,11 @@ def _finish(
     help="discarded s per form",
 )
 @click.option(
-    "--rounds", type=click.IntRange(min=1), default=4, show_default=True, help="ABAB rounds"
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="interleaved (ABAB) rounds; intervals and ties come from them",
 )
 @click.option(
     "--contention",
@@ -237,8 +243,15 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
     """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
     from luapipe.report import load_results
 
-    data = load_results(results)
-    _finish(data, None, csv_path, html_path)
+    data = load_results(results)  # checks the fields the renderers read
+    try:
+        _finish(data, None, csv_path, html_path)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        # a shape the checks do not cover (inside calibration, crossovers...): one line
+        raise LuapipeError(
+            f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "
+            "`luapipe bench --json` wrote?"
+        ) from None
 
 
 @click.command()
@@ -251,7 +264,7 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
 @click.option(
     "--duration",
     type=float,
-    default=0.8,
+    default=0.6,
     show_default=True,
     callback=_finite(0, inclusive=False),
     help="timed s per form",
@@ -267,7 +280,7 @@ def demo(url: str | None, out: str, duration: float) -> None:
         n for n in ("reserve_stock", "rate_limit") if (catalogue_dir() / f"{n}.toml").exists()
     ]
     workloads = resolve_workloads(names)
-    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.15, rounds=2)
+    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.1, rounds=5)
     Path(out).mkdir(parents=True, exist_ok=True)
     with common.bench_server(url) as target:
         click.echo(f"benchmarking {', '.join(names)} at RTT 0, 0.25 and 1 ms", err=True)

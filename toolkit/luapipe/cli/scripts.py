@@ -11,11 +11,12 @@ from typing import Any
 import click
 
 from luapipe.cli import _common as common
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, mask_url
 from luapipe.scripts.deploy import LOCK_NAME, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.connect import resolve_url
 
 __all__ = ["COMMANDS"]
 
@@ -169,7 +170,8 @@ def scripts_call(
     url: str | None,
     as_json: bool,
 ) -> None:
-    """Call script NAME with --key/--arg values and print its reply."""
+    """Call script NAME with --key/--arg values and print its reply: (nil) for nil, lists
+    and maps as JSON (with --json: always JSON, nil is null)."""
     reg = common.registry(directory)
     reg[name].check_call(keys, args)  # before connecting
     result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
@@ -187,6 +189,10 @@ def _plain(value: Any) -> Any:
 
 
 def _show(value: Any) -> str:
+    """A reply as text: ``(nil)`` for nil, as redis-cli prints it; lists and maps as JSON
+    (a nil inside is ``null``); anything else as it is."""
+    if value is None:
+        return "(nil)"
     return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
 
@@ -195,9 +201,18 @@ def _show(value: Any) -> str:
 @click.option("--yes", is_flag=True, help="Do not ask: flush the whole script cache.")
 def scripts_flush(url: str | None, yes: bool) -> None:
     """SCRIPT FLUSH: empties the server's whole script cache (every application's)."""
-    if not yes and not click.confirm("Flush every cached script on the server?", default=False):
-        common.fail("not flushed (pass --yes to skip the question)")
-    nodes = ScriptRegistry([]).flush(common.client(url))
+    client = common.client(url)  # a wrong URL fails before the question
+    where = mask_url(resolve_url(url))
+    if not yes:
+        question = f"Flush every cached script (every application's) on {where}?"
+        try:
+            answer = click.confirm(question, default=False)
+        except click.Abort:  # no terminal to answer (end of input), or Ctrl-C
+            click.echo()  # end the question's line
+            common.fail(f"not flushed: no answer to the question; pass --yes to flush {where}")
+        if not answer:
+            common.fail("not flushed (pass --yes to skip the question)")
+    nodes = ScriptRegistry([]).flush(client)
     click.echo(f"flushed the script cache on {', '.join(nodes)}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from luapipe.operations.benchprofile import BenchProfile, write_flag
 from luapipe.operations.expr.check import Types
 from luapipe.operations.expr.parse import (
     Binary,
@@ -151,11 +152,21 @@ class OperationModel:
     returns: tuple[Expr, ...]
     returns_tuple: bool
     invariant: Invariant | None = None
+    #: the spec's ``[bench]`` table: how the benchmark draws state and arguments
+    bench: BenchProfile | None = None
 
     # -- analysis -----------------------------------------------------------------------
     @property
     def forms(self) -> tuple[str, ...]:
         return FORMS
+
+    @property
+    def wrote(self) -> str | None:
+        """How a reply tells that the call wrote (see :func:`~luapipe.operations.
+        benchprofile.write_flag`): declared in ``[bench]`` or inferred."""
+        if self.bench is not None and self.bench.wrote is not None:
+            return self.bench.wrote
+        return write_flag(self.writes, self.returns, self.returns_tuple)
 
     @property
     def read_only(self) -> bool:

@@ -31,6 +31,10 @@
     description = "stock never below zero"
     check = "available >= 0"                # a bool must hold; a number must be conserved
 
+    [bench]                                 # optional: what the benchmark times (see
+    write_share = 1.0                       # luapipe.operations.benchprofile)
+    state = { stock = 1000000 }
+
 Every problem is reported (not just the first) as ``file:line: field: message (hint)``.
 """
 
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from luapipe.errors import SpecError
+from luapipe.operations.benchspec import bench_section
 from luapipe.operations.commands import READS, WRITES
 from luapipe.operations.expr.parse import BOOL, INT, STR, Type, list_of, parse_type
 from luapipe.operations.model import Invariant, Let, Read, Write
@@ -266,6 +271,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         "writes",
         "returns",
         "invariant",
+        "bench",
     }
     for extra in sorted(set(data) - known):
         b.problem(extra, f"unknown field (known: {', '.join(sorted(known))})")
@@ -299,6 +305,17 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
             b.problem("invariant.check", f"must be a bool or a number, got {e.type}")
         if e:
             invariant = Invariant(str(inv.get("description") or e.text), e)
+    bench = bench_section(
+        b,
+        data.get("bench"),
+        keys=keys,
+        args=args,
+        reads=reads,
+        writes=writes,
+        returns=[r for r in rets if r],
+        returns_tuple=as_tuple,
+        invariant=invariant.check if invariant is not None else None,
+    )
     if b.problems:
         raise SpecError(b.problems)
     return Operation(
@@ -313,6 +330,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         returns=tuple(r for r in rets if r),
         returns_tuple=as_tuple,
         invariant=invariant,
+        bench=bench,
     )
 
 

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 import redis
+from redis.exceptions import DataError
 
 from luapipe.errors import LuapipeError
 from luapipe.operations.casegen import Case, KeyState, sample_case
@@ -29,16 +30,20 @@ from luapipe.operations.keyspace import delete_namespace, dump, setup
 from luapipe.operations.libraries import restore_library, snapshot_library
 from luapipe.operations.operation import Operation
 from luapipe.wire import routing as _cluster
+from luapipe.wire.clients import require_sync
 
 __all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case", "setup", "verify"]
 
 _CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EXECABORT")
+_BADARG = "Lua redis lib command arguments must be strings or integers"
 _ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*)?$")
 
 
 def error_code(exc: BaseException) -> str:
     """What an error means, independent of the form that raised it."""
     text = str(exc)
+    if isinstance(exc, DataError) or _BADARG in text:
+        return "BADARG"  # a nil (or a table) as a command argument: refused in every form
     for code in _CODES:
         if re.search(rf"\b{code}\b", text):
             return code
@@ -170,6 +175,7 @@ def verify(
     tag) are skipped and named with the reason in ``skipped``. ``spec`` is the spec path a
     mismatch's "reproduce" line names (default: the operation's own path). The function
     library is left as verify found it (see the module docstring)."""
+    require_sync(client, "verify")
     use = tuple(forms or op.forms)
     skipped: tuple[str, ...] = ()
     if _is_fake(client) and op.read_only and "script" in use:

@@ -1,9 +1,10 @@
 """The results JSON: writing, reading, and its schema.
 
-Schema (``schema_version`` 1)::
+Schema (``schema_version`` 2; a version 1 file lacks the fields marked "v2" and still
+renders)::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "manifest": {
         "created_utc": "...",
         "redis": {"url": <masked>, "version", "mode", "os", "config": {name: value}},
@@ -12,7 +13,10 @@ Schema (``schema_version`` 1)::
         "rtt_method": "delay proxy ...", "proxy_spin_us": float,
         "spec": {"config": {rtts_ms, clients, duration_s, warmup_s, rounds, rate, bystander,
                             bystander_interval_s, seed},
-                 "workloads": [<each workload's describe(): name, kind, commands/spec...>]}
+                 "workloads": [<each workload's describe(): name, kind, commands/spec...,
+                    "bench_profile" (v2): {"source": "spec"|"default"|"builtin",
+                      "description", "write_share" (declared), "wrote", "renew",
+                      "state": {key: text}, "args": {arg: text}}>]}
       },
       "calibration": [{"rtt_ms_nominal", "rtt_ms_measured" (added RTT: through proxy minus
                        direct), "delay_ms_setting", "direct_ping_ms", "proxied_ping_ms",
@@ -37,11 +41,35 @@ Schema (``schema_version`` 1)::
         "wire_ms",                   # one round trip without client CPU: back-to-back raw PING
                                      # on the same path beside each slice, minus its CPU
         "model_latency_ms", "model_error_pct", "atomic",
-        "read_compute_write"         # the writes depend on reads: non-atomic forms can race
+        "read_compute_write",        # the writes depend on reads: non-atomic forms can race
+        # v2:
+        "client_wait_usec_per_op",   # runnable but waiting for a CPU (schedstat); in the model
+        "write_share",               # measured share of calls that took the write path, or null
+        "write_share_declared",      # the bench profile's share
+        "write_share_off",           # more than 10 points apart
+        "rounds": [{"ops_per_sec", "calls", "seconds", "p50", "p99", "mean"}],  # per round
+        "ops_per_sec_interval": [lo, hi],         # 95% t interval across rounds (null: 1 round)
+        "latency_ms_interval": {"p50", "p99", "mean": [lo, hi] or null},
+        "lost_updates", "invariant_cases"  # cases whose invariant broke, of those checked
       }],
-      "crossovers": [{"operation", "clients", "more_trips", "fewer_trips", "rtt_ms", "text"}],
-      "recommendations": [{"operation", "rtt_ms", "clients", "form", "text", "reasons"}],
+      "crossovers": [{"operation", "clients", "more_trips", "fewer_trips",
+                      "rtt_ms",              # 2 significant digits; null unless kind "above"
+                      "kind",                # v2: above | every_measured | none_measured
+                      "measured_rtts",       # v2: the added RTTs measured (no extrapolation)
+                      "text"}],              # only pairs at stake, from >= 2 RTTs
+      "recommendations": [{"operation", "rtt_ms", "clients",
+        "form",                      # null: no recommendation (see text)
+        "text", "reasons", "headline",
+        # v2:
+        "question", "kind", "at_stake",   # e.g. "transaction vs script vs function"
+        "metric",                    # ops_per_sec (closed loop) | p50_ms (open loop)
+        "tied_with", "tie_within_pct", "tie_break", "noise_threshold_pct",
+        "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake
+        "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",
+                        "invariant_cases", "invariant_ok", "text"}],
+        "main_reason"}],
       "notes": [str],
+      "model_notes": [str],          # v2: where the model is > 15% off, and why (also in notes)
       "skipped": [{"operation", "form", "reason"}],  # forms that cannot run here (cluster)
       "errors": [{"operation", "form", "rtt_ms", "clients", "errors", "calls", "samples"}]
                  # failed calls per record with errors; "operation": "harness" entries count
@@ -57,6 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from luapipe.errors import LuapipeError, mask_url
+from luapipe.report.validate import check_results
 
 __all__ = ["REQUIRED_RECORD_FIELDS", "load_results", "mask_tree", "write_json"]
 
@@ -115,13 +144,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
         ) from None
     except json.JSONDecodeError as exc:
         raise LuapipeError(f"{path}: not a luapipe results file ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        raise LuapipeError(f"{path}: not a luapipe results file (no records list)")
-    for i, rec in enumerate(data["records"]):
-        missing = [f for f in REQUIRED_RECORD_FIELDS if f not in rec]
-        if missing:
-            raise LuapipeError(f"{path}: record {i} lacks {', '.join(missing)}")
-    data.setdefault("manifest", {})
+    check_results(data, str(path), REQUIRED_RECORD_FIELDS)
+    data.setdefault("manifest", {}).setdefault("spec", {})
     data.setdefault("calibration", [])
     data.setdefault("crossovers", [])
     data.setdefault("recommendations", [])

@@ -13,6 +13,7 @@ HEADER = (
     "meas",
     "cl",
     "ops/s",
+    "+-%",
     "p50",
     "p99",
     "p99.9",
@@ -24,9 +25,12 @@ HEADER = (
     "retry",
     "err",
     "inv",
+    "wr%",
     "model ms",
     "byst p99",
 )
+#: open loop: the uncorrected percentiles (from the actual send) beside the corrected ones
+RAW = ("p50 raw", "p99 raw")
 
 
 def _f(v: Any, digits: int = 3) -> str:
@@ -36,8 +40,31 @@ def _f(v: Any, digits: int = 3) -> str:
     return f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def _row(r: dict[str, Any]) -> tuple[str, ...]:
+def _spread(r: dict[str, Any]) -> str:
+    """Half the width of the ops/s interval across rounds, in percent of ops/s."""
+    iv, rate = r.get("ops_per_sec_interval"), float(r["ops_per_sec"])
+    if not iv or rate <= 0:
+        return "-"
+    return f"{100.0 * (float(iv[1]) - float(iv[0])) / 2.0 / rate:.0f}"
+
+
+def _share(r: dict[str, Any]) -> str:
+    share = r.get("write_share")
+    if share is None:
+        return "-"
+    return f"{100.0 * float(share):.0f}" + ("!" if r.get("write_share_off") else "")
+
+
+def _inv(r: dict[str, Any]) -> str:
+    if r["invariant_ok"]:
+        return "ok"
+    lost, cases = r.get("lost_updates"), r.get("invariant_cases")
+    return f"FAIL {lost}/{cases}" if cases else "FAIL"
+
+
+def _row(r: dict[str, Any], open_loop: bool) -> tuple[str, ...]:
     lat = r["latency_ms"]
+    raw = r.get("latency_ms_uncorrected") or {}
     model = "-"
     if r.get("model_latency_ms") is not None:
         model = _f(r["model_latency_ms"])
@@ -50,8 +77,10 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
         _f(r["rtt_ms_measured"]),
         str(r["clients"]),
         f"{float(r['ops_per_sec']):,.0f}",
+        _spread(r),
         _f(lat.get("p50")),
         _f(lat.get("p99")),
+        *((_f(raw.get("p50")), _f(raw.get("p99"))) if open_loop else ()),
         _f(lat.get("p999")),
         _f(lat.get("max")),
         _f(r["round_trips_per_op"]),
@@ -60,7 +89,8 @@ def _row(r: dict[str, Any]) -> tuple[str, ...]:
         _f(r.get("client_cpu_usec_per_op")),
         _f(r["retries_per_op"], 2),
         str(r["errors"]),
-        "ok" if r["invariant_ok"] else "FAIL",
+        _inv(r),
+        _share(r),
         model,
         _f(r.get("bystander_p99_ms")),
     )
@@ -78,9 +108,12 @@ def render_table(result: dict[str, Any]) -> str:
     """Plain-text table (latencies in ms, per call) and the verdicts under it."""
     records = result["records"]
     batched = any(int(r.get("batch") or 1) > 1 for r in records)
-    rows = [HEADER] + [_row(r) for r in records]
+    open_loop = any(r.get("rate") for r in records)
+    at = HEADER.index("p99") + 1
+    header = (*HEADER[:at], *RAW, *HEADER[at:]) if open_loop else HEADER
+    rows = [header] + [_row(r, open_loop) for r in records]
     if batched:  # a call carries `batch` operations: say so beside its latency
-        at = HEADER.index("cl") + 1
+        at = header.index("cl") + 1
         rows = [(*row[:at], "batch" if n == 0 else str(records[n - 1].get("batch") or 1),
                  *row[at:]) for n, row in enumerate(rows)]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -98,10 +131,17 @@ def render_table(result: dict[str, Any]) -> str:
             "latency is per call; a call of batch N runs N operations in one pipeline "
             "(per-operation latency: latency_ms_per_op in the JSON)"
         )
+    lines.extend(_legend(open_loop))
     for r in records:
         if not r["invariant_ok"]:
             lines.append(
                 f"INVARIANT FAILED: {r['operation']} {r['form']}: {r.get('invariant_detail', '')}"
+            )
+        if r.get("write_share_off"):
+            lines.append(
+                f"write share: {r['operation']} {r['form']} at {float(r['rtt_ms_nominal']):g} ms: "
+                f"{100 * float(r['write_share']):.0f}% of calls wrote, the bench profile declares "
+                f"{100 * float(r['write_share_declared']):.0f}%"
             )
         for s in r.get("error_samples", [])[:1]:
             lines.append(f"errors in {r['operation']} {r['form']} ({r['errors']}): {s}")
@@ -128,13 +168,30 @@ def render_table(result: dict[str, Any]) -> str:
             f"proxy overhead at rtt 0: {over[0]['proxy_overhead_ms']:.3f} ms per round trip "
             f"(direct PING {over[0]['direct_ping_ms']:.3f} ms); RTT 0 runs bypass the proxy"
         )
+    lines.extend(f"note: {n}" for n in result.get("model_notes", []))
     if result.get("crossovers"):
         lines.append("")
-        lines.extend(
-            f"crossover: {c['operation']} (clients={c['clients']}): {c['text']}"
-            for c in result["crossovers"]
-        )
+        seen: set[tuple[str, ...]] = set()
+        for c in result["crossovers"]:  # one line per pair
+            pair = (str(c["operation"]), *sorted((str(c["more_trips"]), str(c["fewer_trips"]))))
+            if pair not in seen:
+                seen.add(pair)
+                lines.append(f"crossover: {c['operation']}: {c['text']}")
     if result.get("recommendations"):
         lines.append("")
         lines.extend(f"recommendation: {r['text']}" for r in result["recommendations"])
     return "\n".join(lines)
+
+
+def _legend(open_loop: bool) -> list[str]:
+    out = [
+        "+-% = half the 95% interval of ops/s across rounds; wr% = calls that took the write "
+        "path (! = more than 10 points from the bench profile's share); inv FAIL n/m = the "
+        "invariant broke in n of m cases (lost updates)"
+    ]
+    if open_loop:
+        out.append(
+            "open loop: p50/p99 count from each call's intended start (coordinated omission "
+            "corrected); p50 raw/p99 raw from its actual send"
+        )
+    return out

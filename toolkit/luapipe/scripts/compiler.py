@@ -38,13 +38,42 @@ def _loadstring() -> Any:
 
 def compile_error(script: LuaScript) -> tuple[int, str] | None:
     """``(line, message)`` of the first compile error, or None."""
-    result = _loadstring()(_compilable(script.source).encode("utf-8"), b"=user_script")
+    source = _compilable(script.source).encode("utf-8")
+    text = _compile(source)
+    if text is None:
+        return None
+    m = _LINE_RE.search(text)
+    if m:
+        return int(m[1]), m[2]
+    # A limit Lua reports without a position ("too many local variables": 32767
+    # declarations in one function) comes with a traceback: keep its first line, and find
+    # the line where it is reached by compiling ever longer prefixes.
+    message = text.splitlines()[0].strip()
+    return _first_failing_line(source, message), message
+
+
+def _compile(source: bytes) -> str | None:
+    """Lua 5.1's compile error for ``source``, or None when it compiles."""
+    result = _loadstring()(source, b"=user_script")
     if isinstance(result, tuple) and len(result) > 1 and result[0] is None:
         # Bytes: Lua may quote half of a multi-byte character ("near '\xe2'").
-        text = bytes(result[1]).decode("utf-8", "backslashreplace")
-        m = _LINE_RE.search(text)
-        return (int(m[1]), m[2]) if m else (1, text)
+        return bytes(result[1]).decode("utf-8", "backslashreplace")
     return None
+
+
+def _first_failing_line(source: bytes, message: str) -> int:
+    """The first line whose prefix of the source fails with ``message`` (binary search:
+    the parser reads the prefix exactly as the whole file up to its end)."""
+    lines = source.splitlines(keepends=True)
+    low, high = 1, len(lines)
+    while low < high:
+        mid = (low + high) // 2
+        err = _compile(b"".join(lines[:mid]))
+        if err is not None and err.splitlines()[0].strip() == message:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 _JINJA_MARKERS = ("{%", "{{", "{#")

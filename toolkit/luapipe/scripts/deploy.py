@@ -22,6 +22,7 @@ import redis
 
 from luapipe.errors import LockFileError, ScriptError
 from luapipe.scripts.registry import ScriptRegistry
+from luapipe.wire.clients import require_sync
 
 __all__ = ["LOCK_NAME", "DeployReport", "Drift", "deploy", "read_lock", "write_lock"]
 
@@ -144,6 +145,7 @@ def deploy(
 
     An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
     file's directory) before anything is sent or written."""
+    require_sync(client, "deploy")
     if not len(reg):
         where = Path(directory) if directory is not None else Path(lock_path).parent
         raise ScriptError(

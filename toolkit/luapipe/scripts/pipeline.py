@@ -29,18 +29,106 @@ from __future__ import annotations
 
 import inspect
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol, Self
 
 from redis.commands.core import AsyncCoreCommands, CoreCommands
 
 from luapipe.errors import CallArgumentError
 from luapipe.scripts.calls import execute_steps
-from luapipe.scripts.protocol import Entry, EntryQueue, ScriptSource, exec_item, raise_first
+from luapipe.scripts.protocol import (
+    Entry,
+    KnownScripts,
+    ScriptCall,
+    exec_item,
+    raise_first,
+)
+from luapipe.scripts.script import LuaScript
 from luapipe.wire import drivers
 from luapipe.wire.clients import is_cluster, require_async_client
+from luapipe.wire.policy import RetryPolicy
+from luapipe.wire.replies import Command, Value
 from luapipe.wire.routing import Steps
 
-__all__ = ["AsyncScriptPipeline", "ScriptPipeline"]
+__all__ = ["AsyncScriptPipeline", "EntryQueue", "ScriptPipeline", "ScriptSource"]
+
+
+_CONTROL = frozenset({"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"})
+
+
+def _refuse_control(name: str) -> NoReturn:
+    """Transaction control inside a pipeline would shift every reply after it (a partial
+    commit, then results put in the wrong places): refused when queued."""
+    raise CallArgumentError(
+        f"{name} cannot be queued in a luapipe pipeline (the pipeline sends its own "
+        "MULTI/EXEC): use reg.pipeline(client, transaction=True) for an atomic batch, or an "
+        "operation's transaction form for WATCH-based optimistic locking"
+    )
+
+
+class ScriptSource(Protocol):
+    """What a pipeline needs of a registry: scripts by name, the known-scripts hint and
+    the retry policy."""
+
+    known: KnownScripts
+    policy: RetryPolicy
+
+    def __getitem__(self, name: str) -> LuaScript: ...
+
+
+class EntryQueue:
+    """The queueing half of the sync and async pipelines: script calls are checked as they
+    are queued (before anything is sent); every redis-py command method lands in
+    :meth:`execute_command` and is queued with its parse options."""
+
+    def __init__(self, registry: ScriptSource, client: Any, *, transaction: bool) -> None:
+        self.registry = registry
+        self.client = client
+        self.transaction = transaction
+        self._entries: list[Entry] = []
+        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
+        #: round trips and NOSCRIPT re-sends of the last execute (summed over cluster nodes)
+        self.last_round_trips = 0
+        self.last_reloads = 0
+
+    def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
+        """Queue a script call; counts are checked now, before anything is sent."""
+        script = self.registry[name]
+        keys_t: tuple[Value, ...] = tuple(keys)
+        args_t: tuple[Value, ...] = tuple(args)
+        script.check_call(keys_t, args_t)
+        self._entries.append(ScriptCall(script, keys_t, args_t))
+        return self
+
+    def execute_command(self, *args: Any, **options: Any) -> Self:
+        """What every redis-py command method calls: queue it with its parse options."""
+        cmd = Command(tuple(args), dict(options), parse=True)
+        if cmd.name in _CONTROL:
+            _refuse_control(cmd.name)
+        self._entries.append(cmd)
+        return self
+
+    # redis-py's command mixins define these as silent stubs: refuse them instead.
+    def watch(self, *names: Any) -> NoReturn:
+        _refuse_control("WATCH")
+
+    def unwatch(self) -> NoReturn:
+        _refuse_control("UNWATCH")
+
+    def multi(self) -> NoReturn:
+        _refuse_control("MULTI")
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Drop everything queued (``reset`` is the Redis RESET command here)."""
+        self._entries = []
+
+    def _take(self) -> list[Entry]:
+        """The queued entries, leaving the queue empty for the next batch."""
+        entries, self._entries = self._entries, []
+        self.last_round_trips = self.last_reloads = 0
+        return entries
 
 
 def _steps(queue: EntryQueue, entries: list[Entry]) -> Steps[tuple[list[Any], int]]:

@@ -25,29 +25,31 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol, Self
+from typing import Any
 
+import redis.exceptions as rex
 from redis.exceptions import ResponseError
 
 from luapipe.errors import (
     BusyError,
-    CallArgumentError,
+    ConnectionFailed,
+    CrossSlotError,
     LuapipeError,
+    PermissionDenied,
+    ReadOnlyError,
     ScriptRuntimeError,
     ScriptSyntaxError,
     ServerError,
+    redis_class_of_reply,
     translate,
 )
 from luapipe.scripts.script import LuaScript
-from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
-    "EntryQueue",
     "KnownScripts",
     "Plan",
     "ScriptCall",
-    "ScriptSource",
     "cached_by_eval",
     "exec_item",
     "parse_lua_error",
@@ -134,7 +136,9 @@ class KnownScripts:
 
 
 def script_error(script: LuaScript, text: str) -> LuapipeError:
-    """The error for a script's error reply, naming the script's file:line where known."""
+    """The error for a script's error reply, naming the script's file:line where known.
+
+    Its class is luapipe's and also redis-py's for the same reply (see luapipe.errors)."""
     if text.startswith("BUSY"):  # another script holds the server: this one did not run
         return BusyError(f"BUSY: the server is running another script; {script.name} did not run")
     compile_err = "Error compiling script" in text
@@ -144,9 +148,12 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         where = script.file_line(line)
         if compile_err:
             return ScriptSyntaxError(
-                f"{where}: Lua syntax error: {message}", path=script.path or script.name, line=line
+                f"{where}: Lua syntax error: {message}",
+                path=script.path or script.name,
+                line=line,
+                like=ResponseError,
             )
-        return ScriptRuntimeError(f"{where}: {message} (script {script.name})")
+        return _runtime_error(text, f"{where}: {message} (script {script.name})")
     trailer = _TRAILER.search(text)
     if trailer is not None:
         # A redis.call failed inside the running script (WRONGTYPE, NOPERM, a write in a
@@ -154,13 +161,61 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         # @user_script:N." It is the script's runtime error, whatever the code: the lines
         # before it have run, so it is never a connection or permission error to retry.
         message = text[: trailer.start()].strip()
-        return ScriptRuntimeError(
-            f"{script.file_line(int(trailer[1]))}: {message} (script {script.name})"
+        where = script.file_line(int(trailer[1]))
+        return _runtime_error(text, f"{where}: {message} (script {script.name})")
+    if compile_err:  # a limit Lua reports without a line (the local check names it)
+        return ScriptSyntaxError(
+            f"{script.path or script.name}: {text}",
+            path=script.path or script.name,
+            like=ResponseError,
         )
     generic = translate(ResponseError(text))
-    if type(generic) is not ServerError or text.startswith("ERR Protocol error"):
+    if _refused(generic, text):
         return generic
-    return ScriptRuntimeError(f"{script.path or script.name}: script {script.name} failed: {text}")
+    # The script's own error_reply, or a failed redis.call on a server that does not say
+    # the line (fakeredis): name the lines it can have come from.
+    return _runtime_error(text, f"{_error_sites(script)}: script {script.name} failed: {text}")
+
+
+def _refused(err: LuapipeError, text: str) -> bool:
+    """An error reply that refused the script before it ran (not its own error)."""
+    if isinstance(err, BusyError | ReadOnlyError | CrossSlotError | PermissionDenied):
+        return True
+    if isinstance(err, ConnectionFailed) or text.startswith("ERR Protocol error"):
+        return True
+    return text.startswith(("OOM command not allowed", "ERR unknown command", "ERR Number of keys"))
+
+
+def _runtime_error(text: str, message: str) -> LuapipeError:
+    """A script's runtime error: also ReadOnlyError / PermissionDenied for those codes, and
+    redis-py's class for the reply's code (NoScriptError, OutOfMemoryError...)."""
+    cls = redis_class_of_reply(text)
+    if issubclass(cls, rex.ReadOnlyError):
+        return ReadOnlyError(message, like=ScriptRuntimeError)
+    if issubclass(cls, rex.NoPermissionError):
+        return PermissionDenied(message, like=ScriptRuntimeError)
+    return ScriptRuntimeError(message, like=cls)
+
+
+_SITE = re.compile(r"\bredis\s*\.\s*(?:call|error_reply)\s*\(|\{\s*err\s*=")
+
+
+def _error_sites(script: LuaScript) -> str:
+    """``file:line`` of the one line an error without a line number can come from (a
+    redis.call or an error reply), or ``file`` and the candidate lines."""
+    lines = [
+        n
+        for n, text in enumerate(script.source.splitlines(), 1)
+        if _SITE.search(text.split("--")[0])
+    ]
+    if len(lines) == 1:
+        return script.file_line(lines[0])
+    where = script.path or script.name
+    if not lines:
+        return where
+    shown = ", ".join(script.file_line(n).rsplit(":", 1)[1] for n in lines[:8])
+    more = ", ..." if len(lines) > 8 else ""
+    return f"{where} (the server did not say the line: one of lines {shown}{more})"
 
 
 def script_result(script: LuaScript, reply: Any) -> Any:
@@ -308,12 +363,7 @@ class Plan:
             self.results = [redirect] * len(self.entries)
             return
         if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
-            errors = [q for q in queued if isinstance(q, ReplyError)]
-            detail = f" ({errors[0].text})" if errors else ""
-            err = ServerError(
-                f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
-            )
-            self.results = [err] * len(self.entries)
+            self.results = [_aborted(exec_reply, queued)] * len(self.entries)
             return
         if exec_reply is None:
             err = ServerError("transaction aborted by the server (EXEC returned nil)")
@@ -328,89 +378,21 @@ class Plan:
                 self.results[i] = _command_result(reply)
 
 
+def _aborted(exec_reply: ReplyError, queued: Sequence[Any]) -> LuapipeError:
+    """EXEC refused the transaction (nothing ran): the class is that of the first command
+    refused while queueing (BUSY -> BusyError, as redis-py raises that one), else
+    EXECABORT's."""
+    errors = [q for q in queued if isinstance(q, ReplyError)]
+    cause = translate(ResponseError(errors[0].text if errors else exec_reply.text))
+    detail = f" ({errors[0].text})" if errors else ""
+    message = f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
+    return type(cause)(message, status_code=getattr(cause, "status_code", None))
+
+
 def _command_result(reply: Any) -> Any:
     if isinstance(reply, ReplyError):
         return translate(ResponseError(reply.text))
     return reply
-
-
-_CONTROL = frozenset({"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"})
-
-
-def _refuse_control(name: str) -> NoReturn:
-    """Transaction control inside a pipeline would shift every reply after it (a partial
-    commit, then results put in the wrong places): refused when queued."""
-    raise CallArgumentError(
-        f"{name} cannot be queued in a luapipe pipeline (the pipeline sends its own "
-        "MULTI/EXEC): use reg.pipeline(client, transaction=True) for an atomic batch, or an "
-        "operation's transaction form for WATCH-based optimistic locking"
-    )
-
-
-class ScriptSource(Protocol):
-    """What a pipeline needs of a registry: scripts by name, the known-scripts hint and
-    the retry policy."""
-
-    known: KnownScripts
-    policy: RetryPolicy
-
-    def __getitem__(self, name: str) -> LuaScript: ...
-
-
-class EntryQueue:
-    """The queueing half of the sync and async pipelines: script calls are checked as they
-    are queued (before anything is sent); every redis-py command method lands in
-    :meth:`execute_command` and is queued with its parse options."""
-
-    def __init__(self, registry: ScriptSource, client: Any, *, transaction: bool) -> None:
-        self.registry = registry
-        self.client = client
-        self.transaction = transaction
-        self._entries: list[Entry] = []
-        self._event_dispatcher: Any = None  # required by redis-py's command protocol; unused
-        #: round trips and NOSCRIPT re-sends of the last execute (summed over cluster nodes)
-        self.last_round_trips = 0
-        self.last_reloads = 0
-
-    def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
-        """Queue a script call; counts are checked now, before anything is sent."""
-        script = self.registry[name]
-        keys_t: tuple[Value, ...] = tuple(keys)
-        args_t: tuple[Value, ...] = tuple(args)
-        script.check_call(keys_t, args_t)
-        self._entries.append(ScriptCall(script, keys_t, args_t))
-        return self
-
-    def execute_command(self, *args: Any, **options: Any) -> Self:
-        """What every redis-py command method calls: queue it with its parse options."""
-        cmd = Command(tuple(args), dict(options), parse=True)
-        if cmd.name in _CONTROL:
-            _refuse_control(cmd.name)
-        self._entries.append(cmd)
-        return self
-
-    # redis-py's command mixins define these as silent stubs: refuse them instead.
-    def watch(self, *names: Any) -> NoReturn:
-        _refuse_control("WATCH")
-
-    def unwatch(self) -> NoReturn:
-        _refuse_control("UNWATCH")
-
-    def multi(self) -> NoReturn:
-        _refuse_control("MULTI")
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        """Drop everything queued (``reset`` is the Redis RESET command here)."""
-        self._entries = []
-
-    def _take(self) -> list[Entry]:
-        """The queued entries, leaving the queue empty for the next batch."""
-        entries, self._entries = self._entries, []
-        self.last_round_trips = self.last_reloads = 0
-        return entries
 
 
 def raise_first(results: Sequence[Any]) -> None:

@@ -70,6 +70,7 @@ __all__ = [
     "call_async",
     "flush_async",
     "is_async_client",
+    "kill_async",
     "load_async",
     "status_async",
 ]
@@ -310,10 +311,9 @@ _KINDS: dict[type, int] = {}
 
 
 def _kind_of(client: object) -> int:
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        return _ASYNC_CLUSTER
-    if isinstance(client, redis.asyncio.Redis):
-        return _ASYNC
+    """The kind of ``client`` (a CallArgumentError for anything but a redis-py client)."""
+    if is_async_client(client):
+        return _ASYNC_CLUSTER if isinstance(client, redis.asyncio.cluster.RedisCluster) else _ASYNC
     return _SYNC_CLUSTER if isinstance(client, redis.cluster.RedisCluster) else _SYNC
 
 
@@ -336,6 +336,13 @@ async def flush_async(registry: ScriptRegistry, client: Any) -> list[str]:
     """``await reg.flush(aclient)``."""
     require_async_client(client, "flush_async", "reg.flush(client)")
     result: list[str] = await registry.flush(client)
+    return result
+
+
+async def kill_async(registry: ScriptRegistry, client: Any) -> list[str]:
+    """``await reg.kill(aclient)``."""
+    require_async_client(client, "kill_async", "reg.kill(client)")
+    result: list[str] = await registry.kill(client)
     return result
 
 

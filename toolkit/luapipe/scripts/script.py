@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from redis.exceptions import DataError
+
 from luapipe.errors import CallArgumentError, ScriptError
 from luapipe.scripts.header import Param, Signature, parse_header
 from luapipe.wire.replies import Value
@@ -156,7 +158,10 @@ class LuaScript:
         return f"{self.path or self.name}:{mapped}"
 
     def check_call(self, keys: Sequence[Value], args: Sequence[Value]) -> None:
-        """Raise :class:`CallArgumentError` unless the counts fit the header."""
+        """Raise :class:`CallArgumentError` unless the counts fit the header and every
+        value is one redis-py can send (also a ``redis.exceptions.DataError`` otherwise)."""
+        _check_values(self.name, "keys", keys)
+        _check_values(self.name, "args", args)
         for params, given, noun in ((self.keys, keys, "key"), (self.args, args, "arg")):
             if params is None:
                 continue
@@ -165,3 +170,18 @@ class LuaScript:
                 raise CallArgumentError(
                     f"script {self.name!r} takes {signature.describe(noun)}, got {len(given)}"
                 )
+
+
+_SENDABLE = (str, bytes, bytearray, memoryview, int, float)
+
+
+def _check_values(name: str, kind: str, values: Sequence[object]) -> None:
+    """What redis-py's encoder refuses (None, a bool, a dict...), refused before sending."""
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, _SENDABLE):
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise CallArgumentError(
+                f"script {name!r}: {kind}[{i}] is {shown} ({type(v).__name__}); keys and args "
+                "must be str, bytes, int or float; nothing was sent",
+                like=DataError,
+            )

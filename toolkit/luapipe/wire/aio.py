@@ -29,11 +29,12 @@ from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
 from luapipe.wire.replies import (
     Command,
     ReplyError,
+    address_of,
     as_command,
     full_error_text,
+    pack,
     with_asking,
 )
-from luapipe.wire.sync import address_of
 
 __all__ = [
     "AsyncSession",
@@ -135,11 +136,11 @@ class AsyncSession:
                     f"connection to {self.address} was closed after {self.round_trips} round "
                     f"trip(s) of this operation: those ran, the rest was not sent, so the "
                     f"outcome is unknown ({exc})"
-                ) from None
+                ) from exc
             raise
-        except _NET_ERRORS as exc:
+        except Exception as exc:  # an in-process fake runs the commands here: anything
             await self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
             raise
@@ -168,16 +169,17 @@ class AsyncSession:
         conn = self.conn
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
+        packed = pack(conn.pack_command, *args)
         self.pending = True
         try:
-            await _write(conn, conn.pack_command(*args))
+            await _write(conn, packed)
             self.round_trips += 1
             reply = await conn.read_response()
         except rex.ResponseError as exc:
             reply = ReplyError(full_error_text(exc))
-        except _NET_ERRORS as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             await self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
             raise
@@ -206,14 +208,14 @@ class AsyncSession:
         keep: list[int] | None = None
         if asking:
             cmds, keep = with_asking(cmds)
-        await self._send(self.conn.pack_commands([c.args for c in cmds]))
+        await self._send(pack(self.conn.pack_commands, [c.args for c in cmds]))
         replies: list[Any] = []
         try:
             for c in cmds:
                 replies.append(await self._read(c, parse))
-        except _NET_ERRORS as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             await self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
             raise
@@ -235,14 +237,14 @@ async def acquire(pool: Any) -> Any:
     try:
         conn = await pool.get_connection()
     except (rex.RedisError, OSError) as exc:
-        raise translate(exc, where=_pool_address(pool), sent=False) from None
+        raise translate(exc, where=_pool_address(pool), sent=False) from exc
     try:
         if _socket_stale(conn):
             await open_connection(conn, pooled=True)
     except BaseException as exc:
         await pool.release(conn)
         if isinstance(exc, rex.RedisError | OSError):
-            raise translate(exc, where=_pool_address(pool), sent=False) from None
+            raise translate(exc, where=_pool_address(pool), sent=False) from exc
         raise
     return conn
 
@@ -274,7 +276,7 @@ class async_session:  # lower case: used like a function, ``async with async_ses
                 self._lock.release()
                 if isinstance(exc, _NET_ERRORS):
                     where = address_of(client.connection)
-                    raise translate(exc, where=where, sent=False) from None
+                    raise translate(exc, where=where, sent=False) from exc
                 raise
             self._session = AsyncSession(client, client.connection)
             return self._session
@@ -316,7 +318,7 @@ class node_session:  # lower case: used like a function
         except BaseException as exc:
             node.release(conn)
             if isinstance(exc, rex.RedisError | OSError):
-                raise translate(exc, where=node.name, sent=False) from None
+                raise translate(exc, where=node.name, sent=False) from exc
             raise
         self._session = AsyncSession(self._client, conn, parser=node)
         return self._session

@@ -17,6 +17,7 @@ __all__ = [
     "is_async_client",
     "is_cluster",
     "require_async_client",
+    "require_sync",
     "require_sync_client",
 ]
 
@@ -24,6 +25,7 @@ SyncClient: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
 AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.RedisCluster"
 
 _ASYNC = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+_SYNC = (redis.Redis, redis.cluster.RedisCluster)
 _CLUSTER = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
@@ -31,14 +33,28 @@ _IS_ASYNC: dict[type, bool] = {}
 
 
 def is_async_client(client: object) -> bool:
-    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too).
+    """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too); False
+    for a sync one. Anything else (a URL string, a connection pool...) is a
+    :class:`CallArgumentError`: every public method that takes a client asks this first.
 
     Remembered per class: ``redis.asyncio.Redis`` derives from a typing Protocol, whose
     ``isinstance`` costs microseconds on every call."""
     kind = client.__class__
     found = _IS_ASYNC.get(kind)
-    if found is None:
-        found = _IS_ASYNC[kind] = isinstance(client, _ASYNC)
+    if found is not None:
+        return found
+    if isinstance(client, _ASYNC):
+        found = True
+    elif isinstance(client, _SYNC):
+        found = False
+    else:
+        shown = repr(client) if len(repr(client)) <= 60 else repr(client)[:57] + "..."
+        hint = "; make one with redis.Redis.from_url(url)" if isinstance(client, str) else ""
+        raise CallArgumentError(
+            "expected a redis-py client (redis.Redis, redis.cluster.RedisCluster or their "
+            f"redis.asyncio twins), got {type(client).__name__} {shown}{hint}"
+        )
+    _IS_ASYNC[kind] = found
     return found
 
 
@@ -57,6 +73,16 @@ def require_async_client(client: object, what: str, sync_hint: str) -> None:
         raise CallArgumentError(
             f"{what} needs a redis.asyncio client (redis.asyncio.Redis or RedisCluster), "
             f"got {_kind(client)}; with a sync client use {sync_hint}"
+        )
+
+
+def require_sync(client: object, what: str) -> None:
+    """A :class:`CallArgumentError` unless ``client`` is a sync redis-py client (for the
+    functions that have no asyncio twin: deploy, verify)."""
+    if is_async_client(client):
+        raise CallArgumentError(
+            f"{what} needs a sync client (redis.Redis or redis.cluster.RedisCluster), got "
+            f"{_kind(client)}"
         )
 
 

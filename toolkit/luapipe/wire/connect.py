@@ -8,6 +8,7 @@ server or a wrong password is reported at once, naming the masked address.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import redis
@@ -84,16 +85,39 @@ def client_from_url(
 
 
 def _with_hint(err: LuapipeError, exc: Exception, url: str) -> LuapipeError:
-    """The likely cause beside the server's words, for the two classic set-up mistakes."""
-    text = str(exc)
-    hint = ""
+    """The likely cause beside the server's words, for the classic set-up mistakes: no
+    password, TLS on one side only, a certificate that does not verify."""
     if isinstance(err, AuthenticationFailed) and "NOAUTH" in str(err):
         return AuthenticationFailed(
             f"authentication failed at {mask_url(url)}: the server needs a password and none "
             "was given (NOAUTH); put it in the URL: redis://:PASSWORD@host:port"
         )
-    if url.startswith("rediss://") and isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        hint = "rediss:// speaks TLS: is TLS enabled on that port?"
-    elif isinstance(exc, redis.ConnectionError) and "closed by server" in text.lower():
-        hint = "if that port speaks TLS, use rediss://"
+    text = str(exc)
+    verify = _VERIFY.search(text)
+    if verify is not None or "CERTIFICATE_VERIFY_FAILED" in text:  # the whole story
+        why = verify[1].rstrip(". ") if verify else "certificate verify failed"
+        if "mismatch" in why:
+            cause = f"the server's TLS certificate is not for this host ({why}): connect with "
+            cause += "a name or address the certificate names"
+        else:
+            cause = f"the server's TLS certificate failed verification ({why}): pass the CA "
+            cause += "that signed it in the URL, ?ssl_ca_certs=/path/to/ca.pem"
+        return type(err)(f"cannot connect to Redis at {mask_url(url)}: {cause}")
+    hint = _tls_hint(text.lower(), url.startswith("rediss://"))
     return type(err)(f"{err} ({hint})") if hint else err
+
+
+_VERIFY = re.compile(r"certificate verify failed: ([^(]*?)\s*\(_ssl")
+
+
+def _tls_hint(low: str, tls: bool) -> str:
+    if "certificate required" in low or (tls and ("eof" in low or "violation" in low)):
+        return (
+            "the server closed the TLS connection: does it ask for a client certificate? "
+            "add ?ssl_certfile=/path/to/client.crt&ssl_keyfile=/path/to/client.key to the URL"
+        )
+    if tls:
+        return "rediss:// speaks TLS: is TLS enabled on that port?"
+    if "closed by server" in low or "reset by peer" in low:
+        return "the server hung up at once: if that port speaks TLS, use rediss://"
+    return ""

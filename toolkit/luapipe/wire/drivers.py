@@ -28,7 +28,7 @@ import redis.exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 
-from luapipe.errors import ConnectionFailed, LuapipeError, ServerError
+from luapipe.errors import ConnectionFailed, LuapipeError, ServerError, redis_class_of_reply
 from luapipe.wire.aio import AsyncSession, async_session, node_for, node_session
 from luapipe.wire.policy import CLUSTER_HINT
 from luapipe.wire.replies import Redirect
@@ -67,17 +67,24 @@ def _node_name(client: Any, node: str) -> redis.Redis:
 
 
 def _locate(client: Any, slot: int | None, read_only: bool) -> str:
+    """The slot's primary; for ``read_only`` (no-writes) requests a replica where the client
+    reads from replicas, as redis-py routes its own reads (the twin of ``aio.node_for``)."""
     if slot is None:
         return str(client.get_default_node().name)
     manager = client.nodes_manager
-    if read_only and (client.read_from_replicas or client.load_balancing_strategy):
-        node = manager.get_node_from_slot(
-            slot,
-            read_from_replicas=bool(client.read_from_replicas),
-            load_balancing_strategy=client.load_balancing_strategy,
-        )
-    else:
-        node = manager.get_node_from_slot(slot, read_from_replicas=False)
+    try:
+        if read_only and (client.read_from_replicas or client.load_balancing_strategy):
+            node = manager.get_node_from_slot(
+                slot,
+                read_from_replicas=bool(client.read_from_replicas),
+                load_balancing_strategy=client.load_balancing_strategy,
+            )
+        else:
+            node = manager.get_node_from_slot(slot, read_from_replicas=False)
+    except RedisClusterException as exc:  # no node has the slot (mid-failover): re-route
+        raise ConnectionFailed(
+            f"slot {slot} is not covered by the cluster; nothing was sent"
+        ) from exc
     return str(node.name)
 
 
@@ -166,7 +173,10 @@ class Driver:
         cause = request.cause
         if not self.cluster:  # no slot map to re-read: the cause stands
             if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
+                raise ServerError(
+                    f"{cause}: this server is a cluster node; {CLUSTER_HINT}",
+                    like=redis_class_of_reply(cause.text),
+                )
             raise cause
         if isinstance(cause, Redirect) and cause.ask is not None:
             return  # the slot map still names the old owner until the migration ends
@@ -313,7 +323,10 @@ class AsyncDriver:
         cause = request.cause
         if not self.cluster:  # no slot map to re-read: the cause stands
             if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
+                raise ServerError(
+                    f"{cause}: this server is a cluster node; {CLUSTER_HINT}",
+                    like=redis_class_of_reply(cause.text),
+                )
             raise cause
         if isinstance(cause, Redirect) and cause.ask is not None:
             return  # the slot map still names the old owner until the migration ends

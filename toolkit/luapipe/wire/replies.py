@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import redis.exceptions as rex
 
-from luapipe.errors import ServerError, translate
+from luapipe.errors import CallArgumentError, ServerError, translate
 
 __all__ = [
     "ASKING",
@@ -25,12 +25,16 @@ __all__ = [
     "Redirect",
     "ReplyError",
     "Value",
+    "address_of",
     "as_command",
     "full_error_text",
+    "pack",
     "raise_for",
     "whole_or_nothing",
     "with_asking",
 ]
+
+T = TypeVar("T")
 
 #: a key or argument as redis-py sends it
 Value = str | bytes | int | float
@@ -141,6 +145,27 @@ def raise_for(reply: Any) -> Any:
             err.redirect = redirect
         raise err
     return reply
+
+
+def address_of(conn: Any) -> str:
+    """``host:port`` (or the socket path) of a redis-py connection."""
+    host = getattr(conn, "host", None)
+    if host is not None:
+        return f"{host}:{getattr(conn, 'port', '')}"
+    return str(getattr(conn, "path", "") or "unknown")
+
+
+def pack(packer: Callable[..., T], *args: Any) -> T:
+    """``packer(*args)``: a value redis-py cannot encode (None, a bool, a dict...) is a
+    :class:`CallArgumentError` (also redis-py's ``DataError``); nothing was sent."""
+    try:
+        return packer(*args)
+    except rex.DataError as exc:
+        raise translate(exc) from exc
+    except (TypeError, ValueError) as exc:  # hiredis's packer; a str the encoding refuses
+        raise CallArgumentError(
+            f"a key or argument cannot be sent ({exc}); nothing was sent", like=rex.DataError
+        ) from exc
 
 
 def _word(arg: Any) -> str:

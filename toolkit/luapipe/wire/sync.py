@@ -27,13 +27,20 @@ import redis
 import redis.cluster
 import redis.exceptions as rex
 
-from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
+from luapipe.errors import (
+    ConnectionFailed,
+    OutcomeUnknown,
+    redis_io_class,
+    translate,
+)
 from luapipe.wire.replies import (
     ASKING,
     Command,
     ReplyError,
+    address_of,
     as_command,
     full_error_text,
+    pack,
     raise_for,
     whole_or_nothing,
     with_asking,
@@ -47,20 +54,13 @@ __all__ = [
     "address_of",
     "execute",
     "full_error_text",
+    "pack",
     "raise_for",
     "session",
     "with_asking",
 ]
 
 T = TypeVar("T")
-
-
-def address_of(conn: Any) -> str:
-    """``host:port`` (or the socket path) of a redis-py connection."""
-    host = getattr(conn, "host", None)
-    if host is not None:
-        return f"{host}:{getattr(conn, 'port', '')}"
-    return str(getattr(conn, "path", "") or "unknown")
 
 
 def _stale(conn: Any, sock: Any) -> bool:
@@ -136,25 +136,28 @@ class Session:
                 raise OutcomeUnknown(
                     f"connection to {self.address} was closed after {self.round_trips} round "
                     f"trip(s) of this operation: those ran, the rest was not sent, so the "
-                    f"outcome is unknown (a WATCH on it is lost too) ({exc})"
-                ) from None
-            raise translate(exc, where=self.address, sent=False) from None
+                    f"outcome is unknown (a WATCH on it is lost too) ({exc})",
+                    like=redis_io_class(exc),
+                ) from exc
+            raise translate(exc, where=self.address, sent=False) from exc
         try:
             conn.send_packed_command(packed, check_health=False)
-        except (rex.RedisError, OSError) as exc:
+        except Exception as exc:  # an in-process fake runs the commands here: anything
             self._lost()
             if self.round_trips:  # earlier round trips of this operation ran
                 raise OutcomeUnknown(
                     f"connection to {self.address} failed while sending round trip "
                     f"{self.round_trips + 1} of this operation: the earlier ones ran, so the "
-                    f"outcome is unknown; nothing was re-sent ({str(exc).strip()})"
-                ) from None
-            if all_or_nothing:
+                    f"outcome is unknown; nothing was re-sent ({str(exc).strip()})",
+                    like=redis_io_class(exc),
+                ) from exc
+            if all_or_nothing and isinstance(exc, rex.RedisError | OSError):
                 raise ConnectionFailed(
                     f"connection to {self.address} failed while sending; the request did not "
-                    f"arrive whole, so nothing ran ({str(exc).strip()})"
-                ) from None
-            raise translate(exc, where=self.address, sent=True) from None
+                    f"arrive whole, so nothing ran ({str(exc).strip()})",
+                    like=redis_io_class(exc),
+                ) from exc
+            raise translate(exc, where=self.address, sent=True) from exc
         self.round_trips += 1
 
     def _lost(self) -> None:
@@ -164,14 +167,14 @@ class Session:
     def send_one(self, args: tuple[Any, ...]) -> Any:
         """Fast path for one raw command: its raw reply, or a :class:`ReplyError`."""
         conn = self.conn
-        self._send(conn.pack_command(*args), all_or_nothing=True)
+        self._send(pack(conn.pack_command, *args), all_or_nothing=True)
         try:
             return conn.read_response()
         except rex.ResponseError as exc:
             return ReplyError(full_error_text(exc))
-        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
 
     def execute(
         self,
@@ -199,14 +202,14 @@ class Session:
         return self._write_read(cmds, parse, whole)
 
     def _write_read(self, cmds: list[Command], parse: bool, whole: bool) -> list[Any]:
-        self._send(self.conn.pack_commands([c.args for c in cmds]), all_or_nothing=whole)
+        self._send(pack(self.conn.pack_commands, [c.args for c in cmds]), all_or_nothing=whole)
         replies: list[Any] = []
         try:
             for c in cmds:
                 replies.append(self._read(c, parse))
-        except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+        except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             self._lost()
-            raise translate(exc, where=self.address, sent=True) from None
+            raise translate(exc, where=self.address, sent=True) from exc
         return replies
 
     def _read(self, cmd: Command, parse: bool) -> Any:
@@ -247,7 +250,7 @@ class session:  # lower case: used like a function, ``with session(client) as s`
         except (rex.RedisError, OSError) as exc:
             kw = pool.connection_kwargs
             where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}"
-            raise translate(exc, where=where.rstrip(":"), sent=False) from None
+            raise translate(exc, where=where.rstrip(":"), sent=False) from exc
         self._session = Session(client, conn)
         return self._session
 

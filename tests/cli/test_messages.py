@@ -1,0 +1,181 @@
+"""Messages a user reads: one line, the right line number, what redis-cli would print, a
+question that names the server, and never a password (issue 11)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
+from luapipe.cli import main
+from luapipe.errors import ConnectionFailed, LuapipeError
+from luapipe.wire.connect import client_from_url
+
+#: a password holding a raw "@": everything before the LAST "@" is the password
+SECRET = "wr0ng@secret-tail"
+
+
+def _url(server: ServerProcess, password: str = "") -> str:
+    auth = f":{password}@" if password else ""
+    return f"redis://{auth}{server.host}:{server.port}/0"
+
+
+def _one_error_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), output
+    assert "Traceback" not in output
+    return lines[0]
+
+
+def test_a_lua_limit_without_a_line_names_the_line_it_is_reached(tmp_path: Path) -> None:
+    """Lua 5.1 allows 32767 local declarations per function and says so without a line,
+    followed by a stack traceback: the error is one line naming line 32768."""
+    body = "".join(f"do local v{i} = {i} end\n" for i in range(32_800))
+    (tmp_path / "big.lua").write_text("-- @key k\n" + body)
+    res = CliRunner().invoke(main, ["scripts", "load", "--dir", str(tmp_path), "--url", "x"])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+    expected = f"error: {tmp_path / 'big.lua'}:32769: Lua syntax error: too many local variables"
+    assert _one_error_line(res.output) == expected
+    res = CliRunner().invoke(main, ["scripts", "lint", "--dir", str(tmp_path)])
+    assert "big.lua:32769: error LP001: Lua syntax: too many local variables" in res.output
+
+
+def test_call_prints_nil_as_redis_cli_does(
+    r: redis.Redis, redis_server: ServerProcess, tmp_path: Path
+) -> None:
+    (tmp_path / "nothing.lua").write_text("return nil\n")
+    (tmp_path / "holes.lua").write_text("return {1, false, 'a'}\n")
+    base = ["scripts", "call", "--dir", str(tmp_path), "--url", _url(redis_server)]
+    assert CliRunner().invoke(main, [*base, "nothing"]).output == "(nil)\n"
+    assert CliRunner().invoke(main, [*base, "nothing", "--json"]).output == "null\n"
+    assert CliRunner().invoke(main, [*base, "holes"]).output == '[1, null, "a"]\n'
+
+
+def test_flush_asks_naming_the_server_and_needs_an_answer(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    r.script_load("return 1")
+    url = _url(redis_server)
+    res = CliRunner().invoke(main, ["scripts", "flush", "--url", url])
+    assert res.exit_code == 1
+    assert f"Flush every cached script (every application's) on {url}?" in res.stdout
+    line = _one_error_line(res.stderr)
+    assert "no answer" in line and "--yes" in line and url in line
+    res = CliRunner().invoke(main, ["scripts", "flush", "--url", url], input="n\n")
+    assert res.exit_code == 1 and "not flushed" in res.output
+    assert r.script_exists("e0e1f9fabfc9d4800c877a703b823ac0578ff8db") == [True]
+    res = CliRunner().invoke(main, ["scripts", "flush", "--url", url], input="y\n")
+    assert res.exit_code == 0 and "flushed the script cache" in res.output
+    assert r.script_exists("e0e1f9fabfc9d4800c877a703b823ac0578ff8db") == [False]
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[ServerProcess]:
+    """A server whose password is SECRET."""
+    with EmbeddedRedis(["--requirepass", SECRET]) as server:
+        yield server
+
+
+def _secret_free(text: str) -> None:
+    for part in ("wr0ng", "secret-tail", SECRET):
+        assert part not in text, text
+
+
+def test_no_password_reaches_a_library_error(guarded: ServerProcess) -> None:
+    """client_from_url is the library path every URL goes through: its errors carry no
+    password, whatever failed (the CLI masks again; this is the layer below)."""
+    good = _url(guarded, SECRET)
+    wrong = _url(guarded, "x@" + SECRET)
+    refused = f"redis://:{SECRET}@127.0.0.1:{free_port()}/0"
+    for url in (
+        wrong,
+        refused,
+        f"redis://:{SECRET}@127.0.0.1:notaport/0",  # invalid URL
+        good.replace("/0", "/99999"),  # DB index out of range
+        good.replace("redis://", "rediss://"),  # TLS to a plain port
+    ):
+        with pytest.raises(LuapipeError) as info:
+            client_from_url(url, timeout=0.5)
+        assert len(str(info.value).splitlines()) == 1
+        _secret_free(str(info.value))
+        _secret_free(repr(info.value))
+    with pytest.raises(ConnectionFailed):
+        client_from_url(refused, timeout=0.5)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["scripts", "load"],
+        ["scripts", "status"],
+        ["scripts", "call", "rate_limit_fixed", "-k", "k", "-a", "1", "-a", "2"],
+        ["scripts", "flush", "--yes"],
+        ["scripts", "kill"],
+        ["deploy", "--dir", "{dir}"],
+        ["deploy", "--check", "--dir", "{dir}"],
+        ["verify", "{spec}", "--cases", "1"],
+    ],
+)
+@pytest.mark.parametrize("which", ["wrong password", "refused"])
+def test_no_password_reaches_a_cli_message(
+    guarded: ServerProcess, tmp_path: Path, args: list[str], which: str
+) -> None:
+    from ..conftest import EXAMPLES_DIR, SCRIPTS_DIR
+
+    port = guarded.port if which == "wrong password" else free_port()
+    url = f"redis://:x@{SECRET}@127.0.0.1:{port}/0"
+    (tmp_path / "one.lua").write_text("return 1\n")
+    filled = [
+        a.format(dir=tmp_path, spec=EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+        for a in args
+    ]
+    if args[0] == "scripts" and args[1] != "flush" and args[1] != "kill":
+        filled += ["--dir", str(SCRIPTS_DIR)]
+    res = CliRunner().invoke(main, [*filled, "--url", url])
+    assert res.exit_code == 1, res.output
+    _one_error_line(res.stderr)
+    _secret_free(res.stdout + res.stderr)
+
+
+def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> None:
+    """The README's throw-away server line, run as written (on a free port, a private pid
+    file): it starts a Redis the examples can use, and its pid file stops that one."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import time
+
+    from ..conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert "Python 3.11" in readme and "Redis 7.0" in readme
+    line = next(x for x in readme.splitlines() if x.startswith("redis-server "))
+    port, pidfile = free_port(), tmp_path / "demo.pid"
+    words = [
+        str(pidfile) if w.endswith(".pid") else str(port) if w == "6379" else w
+        for w in shlex.split(line)
+    ]
+    subprocess.run([*words, "--dir", str(tmp_path)], check=True, capture_output=True)
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(pidfile.read_text())
+    try:
+        client = redis.Redis(port=port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        assert client.config_get("save") == {"save": ""}
+        client.close()
+    finally:
+        os.kill(pid, signal.SIGTERM)

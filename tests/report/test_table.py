@@ -1,0 +1,79 @@
+"""The terminal table: intervals, write share, lost updates, open loop's uncorrected
+percentiles, one crossover line per pair, and the verdict lines."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from luapipe.report import render_table
+
+from .test_report import record
+
+
+def result(*records: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return {"records": list(records), "crossovers": [], "recommendations": [], **kw}
+
+
+def cell(table: str, row: int, column: str) -> str:
+    """The text under ``column`` in data row ``row`` (0-based) of the rendered table
+    (columns are at least two spaces apart; a cell has at most single spaces)."""
+    lines = table.splitlines()
+    header = re.split(r"\s{2,}", lines[0].strip())
+    cells = re.split(r"\s{2,}", lines[2 + row].strip())
+    assert len(cells) == len(header), (header, cells)
+    return cells[header.index(column)]
+
+
+def test_write_share_interval_and_lost_updates_are_columns() -> None:
+    table = render_table(
+        result(
+            record(
+                form="naive",
+                ops_per_sec=400.0,
+                ops_per_sec_interval=[360.0, 440.0],
+                write_share=0.62,
+                write_share_declared=0.8,
+                write_share_off=True,
+                invariant_ok=False,
+                lost_updates=37,
+                invariant_cases=812,
+            ),
+            record(form="script", write_share=1.0, write_share_declared=1.0),
+        )
+    )
+    assert cell(table, 0, "+-%") == "10"  # (440 - 360) / 2 / 400
+    assert cell(table, 0, "wr%") == "62!" and cell(table, 1, "wr%") == "100"
+    assert cell(table, 0, "inv") == "FAIL 37/812" and cell(table, 1, "inv") == "ok"
+    assert (
+        "write share: op naive at 0.25 ms: 62% of calls wrote, the bench profile declares 80%"
+        in table
+    )
+
+
+def test_open_loop_shows_uncorrected_percentiles_beside_corrected_ones() -> None:
+    rec = record(rate=500.0, latency_ms_uncorrected={"p50": 0.4, "p99": 0.9})
+    table = render_table(result(rec))
+    assert (cell(table, 0, "p50"), cell(table, 0, "p50 raw")) == ("1", "0.4")
+    assert (cell(table, 0, "p99"), cell(table, 0, "p99 raw")) == ("2", "0.9")
+    assert "p50 raw/p99 raw from its actual send" in table
+    assert "p50 raw" not in render_table(result(record()))  # closed loop: no such column
+
+
+def test_one_crossover_line_per_pair() -> None:
+    cross = [
+        {"operation": "op", "clients": 1, "more_trips": "transaction", "fewer_trips": "script",
+         "text": "script overtakes transaction above 0.12 ms RTT"},
+        {"operation": "op", "clients": 4, "more_trips": "transaction", "fewer_trips": "script",
+         "text": "script is faster than transaction at every measured RTT (0 to 1 ms)"},
+    ]  # fmt: skip
+    table = render_table(result(record(), crossovers=cross))
+    assert [line for line in table.splitlines() if line.startswith("crossover:")] == [
+        "crossover: op: script overtakes transaction above 0.12 ms RTT"
+    ]
+
+
+def test_the_table_says_where_the_model_is_off() -> None:
+    note = "The model is off by more than 15% at 1 ms RTT for 2 of 5 records (...)"
+    table = render_table(result(record(), model_notes=[note]))
+    assert f"note: {note}" in table.splitlines()
