@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+
+import luapipe
 
 __all__ = [
     "AsyncDriver",
@@ -43,6 +45,7 @@ __all__ = [
     "kill_named",
     "stopped",
     "unwritable_size",
+    "warmed",
 ]
 
 HOST = "127.0.0.1"
@@ -162,17 +165,42 @@ async def _awaited(value: Any) -> Any:
 # -- faults -----------------------------------------------------------------------------------
 
 
+def warmed(driver: Driver, call: Callable[[], Any], *, attempts: int = 5) -> Any:
+    """``driver.run(call())`` until it succeeds: the warm-up before a fault (connections
+    opened, slot map and scripts loaded). It must touch nothing the test counts: on a busy
+    machine a short ``socket_timeout`` can cut a warm-up short, and it is simply tried again."""
+    for attempt in range(attempts):
+        try:
+            return driver.run(call())
+        except (luapipe.LuapipeError, redis.RedisError, OSError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (R, S, T...)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
 @contextlib.contextmanager
 def stopped(pid: int, *, at_most: float = 1.5) -> Iterator[None]:
     """Freeze the server process ``pid`` (SIGSTOP) for the block: it reads nothing and
     answers nothing, while the kernel still accepts connections and buffers what is sent,
-    so a request written meanwhile runs once the block ends (SIGCONT). A watchdog resumes
-    it after ``at_most`` seconds, so a bug that loops while it is frozen cannot stall a
-    cluster node past its node timeout (2 s)."""
+    so a request written meanwhile runs once the block ends (SIGCONT). The block starts
+    once the process is really stopped. A watchdog resumes it after ``at_most`` seconds,
+    so a bug that loops while it is frozen cannot stall a cluster node past its node
+    timeout (2 s); a single server can take a longer ``at_most``."""
     os.kill(pid, signal.SIGSTOP)
     watchdog = threading.Timer(at_most, os.kill, (pid, signal.SIGCONT))
     watchdog.start()
     try:
+        deadline = time.monotonic() + 5
+        while _state(pid) != "T":
+            assert time.monotonic() < deadline, f"process {pid} did not stop"
+            time.sleep(0.001)
         yield
     finally:
         watchdog.cancel()

@@ -144,6 +144,7 @@ def test_no_password_reaches_a_cli_message(
 def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> None:
     """The README's throw-away server line, run as written (on a free port, a private pid
     file): it starts a Redis the examples can use, and its pid file stops that one."""
+    import contextlib
     import os
     import shlex
     import signal
@@ -161,12 +162,17 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
         for w in shlex.split(line)
     ]
     subprocess.run([*words, "--dir", str(tmp_path)], check=True, capture_output=True)
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    pid = int(pidfile.read_text())
+    client = redis.Redis(port=port)
+    pid = None
     try:
-        client = redis.Redis(port=port)
+        deadline = time.monotonic() + 10
+        while pid is None:  # the daemon writes its pid file a moment after it forks
+            text = pidfile.read_text().strip() if pidfile.exists() else ""
+            if text.isdigit():
+                pid = int(text)
+            else:
+                assert time.monotonic() < deadline, "the README's server wrote no pid file"
+                time.sleep(0.02)
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -176,6 +182,10 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
         assert client.config_get("save") == {"save": ""}
-        client.close()
     finally:
-        os.kill(pid, signal.SIGTERM)
+        client.close()
+        if pid is None:  # no pid file: stop the server this test started through its port
+            with contextlib.suppress(redis.RedisError):
+                redis.Redis(port=port).shutdown(nosave=True)
+        else:
+            os.kill(pid, signal.SIGTERM)

@@ -22,7 +22,7 @@ import math
 import tomllib
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,13 +210,23 @@ def mutated_specs(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
-@settings(
-    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(mutated_specs())
-def test_mutated_catalogue_specs_fail_cleanly_or_agree(r: redis.Redis, doc: dict[str, Any]) -> None:
-    """A broken spec is a SpecError; one that still checks out gives the same replies and
-    keyspace in the script form (real Redis) and the naive form (Python)."""
+def _reached(check: str, fuzz: Callable[[], None], at_least: int) -> None:
+    """Run the fuzzer ``fuzz`` and require its main check (counted as ``RAN[check]``) to
+    have run ``at_least`` times: a fuzzer whose inputs all fail early proves nothing.
+    The floors are about a fifth of what a run reaches, so chance alone never trips
+    them; a generator or parser that stops producing valid inputs does."""
+    before = RAN[check]
+    fuzz()
+    reached = RAN[check] - before
+    assert reached >= at_least, f"{check.strip()}: only {reached} cases reached the check"
+
+
+VERIFIED = "  of which valid, verified script == naive"
+
+
+@settings(max_examples=500, deadline=None)
+@given(doc=mutated_specs())
+def _fuzz_mutated_specs(r: redis.Redis, doc: dict[str, Any]) -> None:
     RAN["mutated catalogue specs"] += 1
     text = toml_doc(doc)
     # a path per text: specs that differ only in their name would otherwise generate the
@@ -224,10 +234,17 @@ def test_mutated_catalogue_specs_fail_cleanly_or_agree(r: redis.Redis, doc: dict
     op = _spec_or_error(text, f"fuzz-{zlib.crc32(text.encode())}.toml")
     if op is None:
         return
-    RAN["  of which valid, verified script == naive"] += 1
     r.flushall()  # keys an earlier example wrote (outside its namespace) must not leak in
     report = verify(op, r, cases=3, seed=7, forms=("script", "naive"))
     assert report.mismatch is None, toml_doc(doc) + report.mismatch.describe()
+    assert (report.cases, report.forms) == (3, ("script", "naive")), report.summary()
+    RAN[VERIFIED] += 1
+
+
+def test_mutated_catalogue_specs_fail_cleanly_or_agree(r: redis.Redis) -> None:
+    """A broken spec is a SpecError; one that still checks out gives the same replies and
+    keyspace in the script form (real Redis) and the naive form (Python)."""
+    _reached(VERIFIED, lambda: _fuzz_mutated_specs(r), at_least=8)
 
 
 def test_same_body_different_names_both_run(r: redis.Redis) -> None:
@@ -308,26 +325,29 @@ def test_random_strings_are_expression_errors(text: str) -> None:
     _spec_or_error(SPEC.format(ret=toml_value(text)))
 
 
-@settings(
-    max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.lists(TOKENS, min_size=1, max_size=14))
-def test_random_token_sequences_fail_cleanly_or_agree(r: redis.Redis, toks: list[str]) -> None:
+AGREED = "  of which valid, run: Lua == Python"
+
+
+@settings(max_examples=600, deadline=None)
+@given(toks=st.lists(TOKENS, min_size=1, max_size=14))
+def _fuzz_token_sequences(r: redis.Redis, toks: list[str]) -> None:
     RAN["random token sequences"] += 1
     text = " ".join(toks)
     if _expression_or_error(text):
-        RAN["  of which valid, run: Lua == Python"] += 1
         _agree(r, text)
+        RAN[AGREED] += 1
 
 
-@settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.data())
-def test_mutated_valid_expressions_fail_cleanly_or_agree(
-    r: redis.Redis, data: st.DataObject
-) -> None:
-    """A valid expression with one token dropped, doubled, swapped or replaced."""
+def test_random_token_sequences_fail_cleanly_or_agree(r: redis.Redis) -> None:
+    _reached(AGREED, lambda: _fuzz_token_sequences(r), at_least=3)
+
+
+STILL_AGREED = "  of which still valid, run: Lua == Python"
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def _fuzz_mutated_expressions(r: redis.Redis, data: st.DataObject) -> None:
     RAN["mutated valid expressions"] += 1
     text = data.draw(st.sampled_from(sorted(LEAVES)).flatmap(lambda t: typed(t)))
     toks = [t.text for t in tokenize(text) if t.kind != "end"]
@@ -343,8 +363,13 @@ def test_mutated_valid_expressions_fail_cleanly_or_agree(
         toks[i] = data.draw(TOKENS)
     mutated = " ".join(toks)
     if mutated.strip() and _expression_or_error(mutated):
-        RAN["  of which still valid, run: Lua == Python"] += 1
         _agree(r, mutated)
+        RAN[STILL_AGREED] += 1
+
+
+def test_mutated_valid_expressions_fail_cleanly_or_agree(r: redis.Redis) -> None:
+    """A valid expression with one token dropped, doubled, swapped or replaced."""
+    _reached(STILL_AGREED, lambda: _fuzz_mutated_expressions(r), at_least=6)
 
 
 @pytest.mark.parametrize(

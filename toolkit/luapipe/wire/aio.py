@@ -3,8 +3,11 @@
 Same contract as the sync transport, on ``redis.asyncio`` connections:
 
 - a failure before anything was written (connect, AUTH) is :class:`ConnectionFailed`;
-- a failure after the write (timeout, dropped connection) is :class:`OutcomeUnknown`: the
-  connection is dropped and nothing is re-sent;
+- a write that fails halfway drops what it had not sent yet (it is never flushed later);
+  for a request that runs only if it arrives whole (one command, MULTI ... EXEC) that proves
+  nothing ran: :class:`ConnectionFailed`, as on the sync path;
+- any other failure after the write (timeout, dropped connection) is
+  :class:`OutcomeUnknown`: the connection is dropped and nothing is re-sent;
 - a cancellation (``asyncio.timeout``, ``wait_for``, a cancelled task) after the write is
   re-raised as it is, with a note that the outcome is unknown; the connection is dropped,
   never returned to the pool with replies still unread.
@@ -25,7 +28,13 @@ import redis.asyncio
 import redis.exceptions as rex
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from luapipe.errors import ConnectionFailed, OutcomeUnknown, translate
+from luapipe.errors import (
+    ConnectionFailed,
+    LuapipeError,
+    OutcomeUnknown,
+    redis_io_class,
+    translate,
+)
 from luapipe.wire.replies import (
     Command,
     ReplyError,
@@ -33,6 +42,7 @@ from luapipe.wire.replies import (
     as_command,
     full_error_text,
     pack,
+    whole_or_nothing,
     with_asking,
 )
 
@@ -62,9 +72,25 @@ async def _write(conn: Any, packed: list[bytes]) -> None:
     if transport.is_closing():  # nothing written: safe for the caller to retry
         raise ConnectionFailed(f"connection to {address_of(conn)} closed before sending")
     writer.writelines(packed)
+    if transport.is_closing():  # the socket refused the write: the transport dropped it
+        raise _Cut("the connection failed while writing")
     if transport.get_write_buffer_size():
-        async with asyncio.timeout(conn.socket_timeout):
-            await writer.drain()
+        try:
+            async with asyncio.timeout(conn.socket_timeout):
+                await writer.drain()
+        except _NET_ERRORS as exc:
+            if transport.get_write_buffer_size() or transport.is_closing():
+                # Bytes are left unsent: drop them (close() would go on flushing them, and
+                # the request would run after its caller was told the write failed).
+                transport.abort()
+                raise _Cut(str(exc).strip() or type(exc).__name__) from exc
+            raise  # every byte reached the kernel: the request may run
+
+
+class _Cut(Exception):
+    """A write failed halfway and what was not sent yet never will be (as a failed
+    ``sendall`` on a sync socket): a request that runs only if it arrives whole did not run.
+    Never escapes this module."""
 
 
 def _socket_stale(conn: Any) -> bool:
@@ -123,12 +149,18 @@ class AsyncSession:
         self.broken = False
         self.pending = False  # written, replies not all read: the socket is not reusable
 
-    async def _send(self, packed: Any) -> None:
+    async def _send(self, packed: Any, *, all_or_nothing: bool = False) -> None:
+        """Write a batch. ``all_or_nothing``: the batch runs only if it arrives whole (see
+        :func:`~luapipe.wire.replies.whole_or_nothing`), so a write cut short proves that
+        nothing ran (the twin of :meth:`luapipe.wire.sync.Session._send`)."""
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
         self.pending = True  # a write interrupted halfway may have reached the server
         try:
             await _write(self.conn, packed)
+        except _Cut as exc:
+            await self._lost()
+            raise self._cut(exc, all_or_nothing) from exc
         except ConnectionFailed as exc:
             await self._lost()
             if self.round_trips:  # earlier steps of this operation ran: it may be partial
@@ -145,6 +177,27 @@ class AsyncSession:
             await self._cancelled(exc)
             raise
         self.round_trips += 1
+
+    def _cut(self, exc: _Cut, all_or_nothing: bool) -> LuapipeError:
+        like = redis_io_class(exc.__cause__ or exc)  # as the sync path: what redis-py raises
+        if self.round_trips:  # earlier round trips of this operation ran
+            return OutcomeUnknown(
+                f"connection to {self.address} failed while sending round trip "
+                f"{self.round_trips + 1} of this operation: the earlier ones ran, so the "
+                f"outcome is unknown; nothing was re-sent ({exc})",
+                like=like,
+            )
+        if all_or_nothing:
+            return ConnectionFailed(
+                f"connection to {self.address} failed while sending; the request did not "
+                f"arrive whole, so nothing ran ({exc})",
+                like=like,
+            )
+        return OutcomeUnknown(
+            f"connection to {self.address} failed while sending; what was sent before may "
+            f"have run: outcome unknown, it was not re-sent ({exc})",
+            like=like,
+        )
 
     async def _lost(self) -> None:
         self.broken = True
@@ -177,6 +230,9 @@ class AsyncSession:
             reply = await conn.read_response()
         except rex.ResponseError as exc:
             reply = ReplyError(full_error_text(exc))
+        except _Cut as exc:
+            await self._lost()
+            raise self._cut(exc, True) from exc
         except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             await self._lost()
             raise translate(exc, where=self.address, sent=True) from exc
@@ -205,10 +261,13 @@ class AsyncSession:
         cmds = [as_command(c) for c in commands]
         if not cmds:
             return []
+        whole = whole_or_nothing(cmds)
         keep: list[int] | None = None
         if asking:
             cmds, keep = with_asking(cmds)
-        await self._send(pack(self.conn.pack_commands, [c.args for c in cmds]))
+        await self._send(
+            pack(self.conn.pack_commands, [c.args for c in cmds]), all_or_nothing=whole
+        )
         replies: list[Any] = []
         try:
             for c in cmds:
