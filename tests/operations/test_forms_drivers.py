@@ -5,8 +5,9 @@ fixture (tests/drivers.py) runs each body with sync and with ``redis.asyncio`` c
 a drift between the flavours fails here. What is pinned: replies, measured round trips and
 WATCH retries (bounded by the policy), errors before anything is sent, routing on the
 cluster (cross-slot refusals, a stale slot map), the cluster-client hint on a plain client
-pointed at a cluster node, and at most once: a call whose reply never came is
-:class:`~luapipe.errors.OutcomeUnknown` and never sent again, on one server and on a cluster.
+pointed at a cluster node, and at most once on one server: a call whose reply never came is
+:class:`~luapipe.errors.OutcomeUnknown` and never sent again (on a cluster:
+tests/operations/test_promises_forms.py).
 """
 
 from __future__ import annotations
@@ -302,21 +303,3 @@ def test_a_timed_out_call_is_outcome_unknown_and_never_sent_again(
         ]  # and the client works afterwards
     finally:
         admin.close()
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize("form", FORMS)
-def test_on_a_cluster_an_unknown_outcome_is_never_routed_again(
-    driver: Driver, cluster: EmbeddedCluster, rc: redis.cluster.RedisCluster, form: str
-) -> None:
-    """The node that owns the key stops answering: the call is OutcomeUnknown, not a
-    failover to retry elsewhere, and it ran at most once."""
-    key = "{ou}:stock"
-    owner = rc.nodes_manager.get_node_from_slot(slot(key))
-    node = next(n for n in cluster.nodes if n.info is not None and n.info.port == owner.port)
-    assert node.info is not None
-    name = f"cvictim-{driver.name}-{form}"
-    admin = rc.get_redis_connection(owner)
-    client = _ready(driver, driver.cluster(cluster.ports[0], socket_timeout=0.3, client_name=name))
-    ran = _unknown_then_count(driver, client, admin, node.info.pid, key, form, name)
-    assert ran == RAN_BEFORE_THE_TIMEOUT[form]
