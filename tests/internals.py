@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from luapipe.operations import forms as _forms  # where one bound call runs in a form
-from luapipe.operations.forms import Plan, WriteStep, plan_of
+from luapipe.operations import run as _run  # where one bound call runs in a form
+from luapipe.operations.plan import Plan, WriteStep, plan_of
 
 __all__ = ["Plan", "WriteStep", "break_form", "plan_of"]
 
@@ -23,9 +23,9 @@ def break_form(monkeypatch: pytest.MonkeyPatch, form: str, change: Callable[[Pla
     """From now on (for this test) ``form`` runs the plan ``change(plan)`` instead of the
     generated one; every other form is left alone. For tests of the checker itself: a
     form that disagrees with the others in one chosen way."""
-    real = _forms.run_plan
+    real = _run.run
 
-    def run_plan(plan: Plan, client: Any, run_form: str, *a: Any, **k: Any) -> Any:
+    def run(plan: Plan, client: Any, run_form: str, *a: Any, **k: Any) -> Any:
         return real(change(plan) if run_form == form else plan, client, run_form, *a, **k)
 
-    monkeypatch.setattr(_forms, "run_plan", run_plan)
+    monkeypatch.setattr(_run, "run", run)

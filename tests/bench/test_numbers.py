@@ -22,11 +22,12 @@ from luapipe.bench.runner import BenchConfig, run_bench
 from luapipe.bench.server import ServerProcess
 from luapipe.bench.stats import LatencyHistogram
 from luapipe.bench.workloads import OpFn, PingWorkload
-from luapipe.operations import clientforms
-from luapipe.operations.forms import bind, plan_of
-from luapipe.operations.plan import drive
+from luapipe.operations import steps
+from luapipe.operations.plan import bind, plan_of
 from luapipe.report import render_html, render_table
 from luapipe.wire import sync as transport
+from luapipe.wire.drivers import Driver
+from luapipe.wire.routing import sent_to
 
 HDR = 1e-3  # HdrHistogram keeps 3 significant digits
 
@@ -197,7 +198,8 @@ class LosesOnce:
                 client.set(stock, 1)
                 envs = [bind(plan, {"stock": stock}, {"qty": 1}) for _ in "ab"]
                 with transport.session(client) as s:
-                    drive(lockstep([clientforms.naive_steps(plan, e) for e in envs]), s)
+                    calls = lockstep([steps.naive_steps(plan, e) for e in envs])
+                    Driver(client, held=s).run(sent_to(calls, s.address))
             return inner(i)
 
         return first

@@ -14,7 +14,7 @@ import luapipe
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.errors import CrossSlotError, LuapipeError
 from luapipe.operations.clustersafety import slot
-from luapipe.operations.forms import RunResult
+from luapipe.operations.plan import RunResult
 
 from ..helpers import arun
 

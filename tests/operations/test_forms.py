@@ -14,10 +14,10 @@ import redis
 
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.server import ServerProcess
-from luapipe.errors import CallArgumentError, LuapipeError
-from luapipe.operations import clientforms
-from luapipe.operations.forms import TransactionAborted, bind, plan_of
+from luapipe.errors import CallArgumentError, LuapipeError, TransactionAborted
+from luapipe.operations import steps
 from luapipe.operations.operation import Operation
+from luapipe.operations.plan import bind, plan_of
 from luapipe.operations.spec import load_operation
 from luapipe.operations.verify import verify
 
@@ -117,7 +117,7 @@ def test_transaction_retries_when_a_watched_key_changes(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 5)
-    real_compute = clientforms.compute
+    real_compute = steps.compute
     other = redis.Redis(connection_pool=r.connection_pool)
     interfered = []
 
@@ -127,7 +127,7 @@ def test_transaction_retries_when_a_watched_key_changes(
             other.decrby("stock", 4)
         return real_compute(plan, env)
 
-    monkeypatch.setattr(clientforms, "compute", compute_with_a_concurrent_writer)
+    monkeypatch.setattr(steps, "compute", compute_with_a_concurrent_writer)
     result = op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 2})
     assert result.retries == 1 and result.round_trips == 4
     assert result.value == [0, 1]  # the retry saw 1 left and refused: no oversell
@@ -139,15 +139,14 @@ def test_transaction_gives_up_after_bounded_retries(
 ) -> None:
     op = OPS["reserve_stock"]
     r.set("stock", 100)
-    real_compute = clientforms.compute
+    real_compute = steps.compute
     other = redis.Redis(connection_pool=r.connection_pool)
 
     def always_interfered(plan: Any, env: Any) -> Any:
         other.incr("stock")
         return real_compute(plan, env)
 
-    monkeypatch.setattr(clientforms, "compute", always_interfered)
-    monkeypatch.setattr(clientforms.time, "sleep", lambda s: None)
+    monkeypatch.setattr(steps, "compute", always_interfered)
     with pytest.raises(TransactionAborted, match="WATCH failed 4 times"):
         op.run_detailed(r, "transaction", keys={"stock": "stock"}, args={"qty": 1}, max_retries=3)
     assert r.get("stock") == b"104"  # only the interfering increments landed
@@ -218,8 +217,8 @@ def _steps(op: Operation, form: str, keys: dict[str, Any], args: dict[str, Any])
     plan = plan_of(op)
     env = bind(plan, keys, args)
     if form == "transaction":
-        return clientforms.transaction_steps(plan, env)
-    return clientforms.STEPS[form](plan, env)
+        return steps.transaction_steps(plan, env)
+    return {"naive": steps.naive_steps, "pipelined": steps.pipelined_steps}[form](plan, env)
 
 
 @pytest.mark.parametrize("form", ["naive", "pipelined"])
@@ -292,7 +291,7 @@ def test_invariant_hook(r: redis.Redis) -> None:
 
 
 def forms_plan(op: Operation) -> Any:
-    from luapipe.operations.forms import plan_of
+    from luapipe.operations.plan import plan_of
 
     return plan_of(op)
 

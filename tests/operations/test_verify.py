@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -13,7 +14,9 @@ import redis.cluster
 from click.testing import CliRunner
 
 from luapipe.cli import main
-from luapipe.operations import forms
+from luapipe.operations import operation as operation_mod
+from luapipe.operations import run as runner
+from luapipe.operations.plan import Plan, plan_of
 from luapipe.operations.spec import load_operation
 from luapipe.operations.verify import verify
 
@@ -53,12 +56,12 @@ def test_a_broken_form_is_reported_minimal_not_raised(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     op = load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
-    plan = forms.plan_of(op)
+    plan = plan_of(op)
     # a classic port bug: '>' where the Lua has '>='
     broken = replace(
         plan, lets=((plan.lets[0][0], lambda e: e["available"] > e["qty"]), *plan.lets[1:])
     )
-    monkeypatch.setattr(forms, "plan_of", lambda _op: broken)
+    monkeypatch.setattr(operation_mod, "plan_of", lambda _op: broken)
     report = verify(op, r, cases=300, seed=2)
     assert not report.ok and report.mismatch is not None
     m = report.mismatch
@@ -83,14 +86,14 @@ def test_cli_verify_real_and_fake(tmp_path: Path) -> None:
 def test_cli_verify_mismatch_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = str(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
     op = load_operation(spec)
-    plan = forms.plan_of(op)
+    plan = plan_of(op)
     broken = replace(plan, returns=lambda e: [1 if e["ok"] else 0, e["left"] + 1])
-    real_run_plan = forms.run_plan
+    real_run = runner.run
 
-    def run_plan(p: forms.Plan, client: redis.Redis, form: str, *a: object, **k: object) -> object:
-        return real_run_plan(broken if form == "pipelined" else p, client, form, *a, **k)
+    def run(p: Plan, client: redis.Redis, form: str, *a: Any, **k: Any) -> Any:
+        return real_run(broken if form == "pipelined" else p, client, form, *a, **k)
 
-    monkeypatch.setattr(forms, "run_plan", run_plan)
+    monkeypatch.setattr(runner, "run", run)
     res = CliRunner().invoke(main, ["verify", spec, "--fake", "--cases", "20"])
     assert res.exit_code == 1
     assert "MISMATCH" in res.output and "naive and pipelined disagree" in res.output

@@ -35,9 +35,9 @@ from luapipe.errors import (
     UnknownScriptError,
 )
 from luapipe.operations.clustersafety import Safety, cluster_safety
-from luapipe.operations.forms import RunResult
-from luapipe.operations.generate import GeneratedFiles, generate_files
+from luapipe.operations.files import GeneratedFiles, generate_files
 from luapipe.operations.operation import Operation
+from luapipe.operations.plan import RunResult
 from luapipe.operations.spec import load_operation, load_operations, parse_operation
 from luapipe.operations.verify import Case, Mismatch, VerifyReport, verify
 from luapipe.scripts.deploy import DeployReport, Drift, deploy

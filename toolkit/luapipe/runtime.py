@@ -1,155 +1,75 @@
-"""Python helpers the generated code calls; each mirrors a helper of the Lua prelude.
+"""The generated-code ABI: the only luapipe module a generated operation module imports.
 
-Integers are exact within +-(2^53-1) (Lua numbers are doubles): beyond that every form fails
-with ``OVERFLOW``. Floats must stay finite (``FLOAT``); division by zero is ``DIVZERO``.
-Floats become strings with ``%.17g`` in both languages.
+A module written by ``luapipe generate`` builds its :class:`Plan` from :class:`ReadStep`
+and :class:`WriteStep` values whose lambdas call the helpers below (the Python twins of the
+Lua prelude: integers exact within +-(2^53-1), ``OVERFLOW``/``FLOAT``/``DIVZERO``/``NOTINT``
+as :class:`OpError`), normalises replies with :func:`flat`, :func:`score` and
+:func:`opt_text`, and runs a form with :func:`run` or :func:`run_async`.
+
+``__all__`` is pinned by a test, as ``luapipe.__all__`` is: generated modules already on
+disk keep working across luapipe releases, so names are added, never renamed or removed.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+from luapipe.operations.plan import Plan, ReadStep, WriteStep, flat, opt_text, score
+from luapipe.operations.prelude import (
+    OpError,
+    ck,
+    co,
+    contains,
+    div,
+    fk,
+    floor,
+    flt,
+    fmt,
+    fsum,
+    idiv,
+    idx,
+    imod,
+    is_nil,
+    isum,
+    length,
+    pflt,
+    pint,
+    rflt,
+    rint,
+    text,
+    trunc,
+    wopt,
+)
+from luapipe.operations.run import run, run_async
 
-from luapipe.errors import ScriptRuntimeError
-
-__all__ = ["OpError", "ck", "fk", "fmt", "is_nil", "pint", "pflt", "rint", "rflt", "text"]
-
-LIMIT = 2**53
-T = TypeVar("T")
-_INT_RE = re.compile(r"0|-?[1-9][0-9]*")  # as Redis reads one: no "05", no "-0"
-_FLT_RE = re.compile(r"-?[0-9]+(\.[0-9]*)?")
-
-
-class OpError(ScriptRuntimeError):
-    """An operation failed its own checks (OVERFLOW, FLOAT, DIVZERO, NOTINT) in Python."""
-
-
-def fail(code: str, message: str) -> OpError:
-    return OpError(f"{code} {message}")
-
-
-def ck(x: int) -> int:
-    if not -LIMIT < x < LIMIT:
-        raise fail("OVERFLOW", "integer beyond 2^53-1")
-    return x
-
-
-def fk(x: float) -> float:
-    if not math.isfinite(x):
-        raise fail("FLOAT", "result is not a finite number")
-    return x
-
-
-def flt(x: int | None) -> float | None:
-    return None if x is None else float(x)
-
-
-def div(a: float, b: float) -> float:
-    if b == 0:
-        raise fail("DIVZERO", "division by zero")
-    return fk(a / b)
-
-
-def idiv(a: int, b: int) -> int:
-    if b == 0:
-        raise fail("DIVZERO", "division by zero")
-    return a // b
-
-
-def imod(a: int, b: int) -> int:
-    return a - idiv(a, b) * b
-
-
-def floor(x: float) -> int:
-    return ck(math.floor(x))
-
-
-def trunc(x: float) -> int:
-    return ck(math.trunc(x))
-
-
-def fmt(x: float) -> str:
-    return "%.17g" % x  # noqa: UP031 (the same format string as the Lua side)
-
-
-def text(value: Any) -> str:
-    """A reply (bytes or str) as str; bytes that are not UTF-8 survive the round trip."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "surrogateescape")
-    return str(value)
-
-
-def length(x: str | list[Any]) -> int:
-    return len(x.encode("utf-8", "surrogateescape")) if isinstance(x, str) else len(x)
-
-
-def pint(s: str | None) -> int | None:
-    """``int(str)`` in the language: nil unless the whole text is an integer."""
-    if s is None or not _INT_RE.fullmatch(s):
-        return None
-    if len(s.lstrip("-").lstrip("0")) > 20:
-        raise fail("OVERFLOW", "integer beyond 2^53-1")
-    return ck(int(s))
-
-
-def pflt(s: str | None) -> float | None:
-    if s is None or not _FLT_RE.fullmatch(s):
-        return None
-    return fk(float(s))
-
-
-def rint(s: str | None) -> int | None:
-    """A read declared ``as = "int"``: nil when missing, NOTINT when not an integer."""
-    if s is None:
-        return None
-    v = pint(s)
-    if v is None:
-        raise fail("NOTINT", "a value read is not an integer")
-    return v
-
-
-def rflt(s: str | None) -> float | None:
-    if s is None:
-        return None
-    v = pflt(s)
-    if v is None:
-        raise fail("NOTFLOAT", "a value read is not a number")
-    return v
-
-
-def is_nil(x: object) -> bool:
-    """``is_nil(x)`` of the expression language (Lua's ``x == nil``)."""
-    return x is None
-
-
-def co(a: T | None, d: T) -> T:
-    return d if a is None else a
-
-
-def idx(xs: list[T], i: int) -> T | None:
-    return xs[i] if 0 <= i < len(xs) else None
-
-
-def isum(xs: list[int]) -> int:
-    total = 0
-    for x in xs:
-        total = ck(total + x)
-    return total
-
-
-def fsum(xs: list[float]) -> float:
-    total = 0.0
-    for x in xs:
-        total = fk(total + x)
-    return total
-
-
-def contains(xs: list[T], v: T) -> bool:
-    """``contains(list, value)``; a function so the list is evaluated first, as in Lua."""
-    return v in xs
-
-
-def wopt(x: T | None, conv: Callable[[T], Any]) -> Any:
-    return None if x is None else conv(x)
+__all__ = [
+    "OpError",
+    "Plan",
+    "ReadStep",
+    "WriteStep",
+    "ck",
+    "co",
+    "contains",
+    "div",
+    "fk",
+    "flat",
+    "floor",
+    "flt",
+    "fmt",
+    "fsum",
+    "idiv",
+    "idx",
+    "imod",
+    "is_nil",
+    "isum",
+    "length",
+    "opt_text",
+    "pflt",
+    "pint",
+    "rflt",
+    "rint",
+    "run",
+    "run_async",
+    "score",
+    "text",
+    "trunc",
+    "wopt",
+]

@@ -6,7 +6,7 @@
 ``function_steps``: each yields one batch of commands per round trip) into one generator of
 the same kind: every round trip carries the current batch of every call still running,
 concatenated into one write, and the replies are split back per call. It does no I/O
-itself; :func:`~luapipe.operations.plan.drive` sends it on one ``transport.session``.
+itself; the sync driver sends it on one held ``transport.session``.
 
 A call that fails (an error reply, a conversion error) stops alone; the others run on, and
 its error is in its :class:`Outcome`, so the caller raises the first one after the batch
@@ -26,11 +26,17 @@ from typing import Any
 import redis
 
 from luapipe.errors import LuapipeError
-from luapipe.operations import clientforms, serverforms
-from luapipe.operations.forms import bind, plan_of
-from luapipe.operations.plan import Cmd, Steps, drive, wire
+from luapipe.operations.plan import Batches, Cmd, bind, plan_of, wire
+from luapipe.operations.steps import (
+    function_steps,
+    pipelined_steps,
+    registry_of,
+    script_name,
+    split,
+)
 from luapipe.wire import sync as transport
-from luapipe.wire.routing import is_cluster
+from luapipe.wire.drivers import Driver
+from luapipe.wire.routing import is_cluster, sent_to
 
 __all__ = ["CLUSTER_REFUSAL", "Outcome", "first_error", "lockstep", "run_batch"]
 
@@ -53,7 +59,7 @@ def first_error(outcomes: Sequence[Outcome]) -> Exception | None:
     return next((o.error for o in outcomes if o.error is not None), None)
 
 
-def lockstep(calls: Sequence[Steps[Any]]) -> Steps[list[Outcome]]:
+def lockstep(calls: Sequence[Batches[Any]]) -> Batches[list[Outcome]]:
     """Advance every call's steps together: one round trip per step of the longest call."""
     outcomes: list[Outcome | None] = [None] * len(calls)
     pending: dict[int, list[Cmd]] = {}
@@ -115,18 +121,18 @@ def run_batch(
     plan = plan_of(op)
     envs = [bind(plan, keys, args) for keys, args in calls]
     if form == "script":
-        pipe = serverforms.registry_of(plan).pipeline(client)
+        pipe = registry_of(plan).pipeline(client)
         for env in envs:
-            pipe.call(serverforms.script_name(plan), *serverforms.split(plan, env))
+            pipe.call(script_name(plan), *split(plan, env))
         return [
             Outcome(error=r) if isinstance(r, Exception) else Outcome(wire(r))
             for r in pipe.execute(raise_on_error=False)
         ]
     with transport.session(client) as s:
         if form == "pipelined":
-            steps = [clientforms.pipelined_steps(plan, env) for env in envs]
+            steps = [pipelined_steps(plan, env) for env in envs]
         elif form == "function":
-            steps = [serverforms.function_steps(plan, env, s.address) for env in envs]
+            steps = [function_steps(plan, env, s.address) for env in envs]
         else:
             raise LuapipeError(f"unknown form {form!r}")
-        return drive(lockstep(steps), s)
+        return Driver(client, held=s).run(sent_to(lockstep(steps), s.address))

@@ -18,14 +18,14 @@ from luapipe.bench.profile import default_case, profile_case, wrote_in
 from luapipe.errors import LuapipeError
 from luapipe.operations.benchprofile import BenchDraw
 from luapipe.operations.casegen import Case
-from luapipe.operations.clientforms import read_level_steps
-from luapipe.operations.clusterforms import execute_routed, invariant_of, run_op
 from luapipe.operations.clustersafety import safety_for
-from luapipe.operations.forms import bind, plan_of
-from luapipe.operations.plan import Steps, drive
+from luapipe.operations.plan import Batches, bind, plan_of
+from luapipe.operations.run import execute_routed
+from luapipe.operations.steps import read_level_steps
 from luapipe.operations.verify import dump
 from luapipe.wire import sync as transport
-from luapipe.wire.routing import is_cluster
+from luapipe.wire.drivers import Driver
+from luapipe.wire.routing import is_cluster, sent_to
 
 __all__ = ["TRIALS", "invariants", "select_cases", "write_states"]
 
@@ -70,7 +70,7 @@ def _holds(op: Any, client: Any, case: Case) -> bool:
     return (
         inv is None
         or inv.conserved
-        or bool(invariant_of(op, client, case.keys_dict, case.args_dict))
+        or bool(op.check_invariant(client, keys=case.keys_dict, args=case.args_dict))
     )
 
 
@@ -85,7 +85,7 @@ def _trial(op: Any, client: Any, case: Case) -> int | None:
             if not _holds(op, client, case):
                 return None
             before = dump(client, case.namespace) if op.wrote is None else None
-            value = run_op(op, client, form, case.keys_dict, case.args_dict).value
+            value = op.run_detailed(client, form, keys=case.keys_dict, args=case.args_dict).value
             said = wrote_in(op.wrote, value)
             wrote += int(said if said is not None else dump(client, case.namespace) != before)
         if not _holds(op, client, case):
@@ -113,14 +113,14 @@ def invariants(op: Any, client: Any, cases: Sequence[Case]) -> list[Any]:
     """The invariant's value in each case: on one server, every case's reads of a level in
     one round trip; on a cluster, case by case (reads routed per key)."""
     if is_cluster(client):
-        return [invariant_of(op, client, c.keys_dict, c.args_dict) for c in cases]
+        return [op.check_invariant(client, keys=c.keys_dict, args=c.args_dict) for c in cases]
     plan = plan_of(op)
     out: list[Any] = []
     for start in range(0, len(cases), 500):
         part = cases[start : start + 500]
         steps = [_invariant_steps(plan, bind(plan, c.keys_dict, c.args_dict)) for c in part]
         with transport.session(client) as s:
-            outcomes = drive(lockstep(steps), s)
+            outcomes = Driver(client, held=s).run(sent_to(lockstep(steps), s.address))
         for o in outcomes:
             if o.error is not None:
                 raise o.error
@@ -128,7 +128,7 @@ def invariants(op: Any, client: Any, cases: Sequence[Case]) -> list[Any]:
     return out
 
 
-def _invariant_steps(plan: Any, env: dict[str, Any]) -> Steps[Any]:
+def _invariant_steps(plan: Any, env: dict[str, Any]) -> Batches[Any]:
     """One case's invariant as steps: its read levels, its lets, the check."""
     for level in range(plan.levels):
         yield from read_level_steps(plan, level, env)

@@ -43,7 +43,6 @@ from luapipe.bench.workloads import (
 from luapipe.errors import LuapipeError
 from luapipe.operations.benchprofile import BenchDraw
 from luapipe.operations.catalogue import catalogue_dir, catalogue_names, spec_path
-from luapipe.operations.clusterforms import invariant_of, run_op
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
 from luapipe.wire.routing import is_cluster
@@ -163,7 +162,7 @@ class OperationWorkload:
         self.state["copies"] = n
 
     def _invariant(self, client: redis.Redis, case: Any) -> Any:
-        return invariant_of(self.op, client, case.keys_dict, case.args_dict)
+        return self.op.check_invariant(client, keys=case.keys_dict, args=case.args_dict)
 
     def cluster_skips(self, client: Any) -> dict[str, str]:
         """``{form: reason}`` for the forms that cannot run with these cases' keys."""
@@ -187,13 +186,6 @@ class OperationWorkload:
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
         if self.batch > 1 and is_cluster(client):
             raise LuapipeError(f"{self.name}: {CLUSTER_REFUSAL}")
-        run = None
-        if is_cluster(client):
-            op = self.op
-
-            def run(client: Any, form: str, *, keys: Any, args: Any) -> Any:
-                return run_op(op, client, form, keys, args)
-
         return OpCalls(
             self.op,
             client,
@@ -207,7 +199,6 @@ class OperationWorkload:
             copies=int(self.state.get("copies", 1)),
             worker=worker,
             batch=self.batch,
-            run=run,
         )
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:

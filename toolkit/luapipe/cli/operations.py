@@ -29,7 +29,7 @@ __all__ = ["COMMANDS"]
 )
 def generate(specs: tuple[str, ...], out: str | None, py_out: str | None) -> None:
     """Generate every form of each operation SPEC (Lua script, Function, Python module)."""
-    from luapipe.operations.generate import generate_files
+    from luapipe.operations.files import generate_files
 
     for result in generate_files(specs, out, py_out):
         state = "written" if result.changed else "unchanged"
@@ -53,8 +53,8 @@ def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, 
     import contextlib
 
     from luapipe.operations.catalogue import spec_paths
+    from luapipe.operations.files import verify_operations
     from luapipe.operations.spec import load_operations
-    from luapipe.operations.verify import verify_operations
 
     if fake and url:
         raise click.UsageError("--url and --fake exclude each other")

@@ -31,10 +31,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Expr, Write
+from typing import Any, Protocol
 
 __all__ = ["FLAG", "ArgDraw", "BenchDraw", "BenchProfile", "KeyInit", "flag_of", "write_flag"]
 
@@ -114,7 +111,19 @@ class BenchProfile:
         return self.hot if contention == "hot" and self.hot is not None else self.spread
 
 
-def write_flag(writes: Sequence[Write], returns: Sequence[Expr], returns_tuple: bool) -> str | None:
+class _Text(Protocol):  # an Expr of luapipe.operations.model (which imports this module)
+    @property
+    def text(self) -> str: ...
+
+
+class _Guarded(Protocol):  # a Write of the model
+    @property
+    def when(self) -> _Text | None: ...
+
+
+def write_flag(
+    writes: Sequence[_Guarded], returns: Sequence[_Text], returns_tuple: bool
+) -> str | None:
     """How to tell from a reply that a call wrote: ``"always"`` (no write has a ``when``),
     ``"never"`` (no writes), ``"returns"``/``"returns[N]"`` (a returned value that is the
     first conditional write's ``when``, or ``if(when, 1, 0)``), else None."""

@@ -21,7 +21,7 @@ from luapipe.operations.benchprofile import (
 from luapipe.operations.commands import READS, WRITES
 
 if TYPE_CHECKING:
-    from luapipe.operations.operation import ArgSpec, Expr, KeySpec, Read, Write
+    from luapipe.operations.model import ArgSpec, Expr, KeySpec, Read, Write
     from luapipe.operations.specbuild import Builder
 
 __all__ = ["bench_section"]

@@ -10,13 +10,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from luapipe.operations.commands import READS, WRITES
-from luapipe.runtime import fmt
-
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Expr, Operation
+from luapipe.operations.model import Expr, OperationModel
+from luapipe.operations.prelude import fmt
 
 __all__ = ["Case", "KeyState", "sample_case"]
 
@@ -106,7 +104,7 @@ def _raw_scalar(rng: random.Random, kind: str, spec: Any) -> Any:
     return rng.choice(TOKENS)
 
 
-def _families(op: Operation) -> tuple[dict[str, str], dict[str, str]]:
+def _families(op: OperationModel) -> tuple[dict[str, str], dict[str, str]]:
     """Key name (static) or command position (dynamic) -> the family it is used as."""
     static: dict[str, str] = {}
     dynamic: dict[str, str] = {}
@@ -124,13 +122,15 @@ def _families(op: Operation) -> tuple[dict[str, str], dict[str, str]]:
     return static, dynamic
 
 
-def _int_like(op: Operation) -> bool:
+def _int_like(op: OperationModel) -> bool:
     return any(r.conv == "int" for r in op.reads) or any(
         w.cmd in ("INCR", "INCRBY", "DECR", "DECRBY", "HINCRBY") for w in op.writes
     )
 
 
-def _value(rng: random.Random, family: str, op: Operation, tokens: list[str]) -> tuple[Any, ...]:
+def _value(
+    rng: random.Random, family: str, op: OperationModel, tokens: list[str]
+) -> tuple[Any, ...]:
     def num() -> str:
         if _int_like(op) and rng.random() < 0.85:
             if rng.random() < 0.88:
@@ -155,7 +155,7 @@ def _value(rng: random.Random, family: str, op: Operation, tokens: list[str]) ->
 
 
 def _state(
-    rng: random.Random, key: str, family: str, op: Operation, tokens: list[str]
+    rng: random.Random, key: str, family: str, op: OperationModel, tokens: list[str]
 ) -> KeyState | None:
     roll = rng.random()
     if roll < 0.25:
@@ -166,7 +166,7 @@ def _state(
 
 
 def sample_case(
-    op: Operation, rng: random.Random, namespace: str = "", *, seed: int = 0, index: int = 0
+    op: OperationModel, rng: random.Random, namespace: str = "", *, seed: int = 0, index: int = 0
 ) -> Case:
     """A random case for ``op``; keys are ``namespace + name`` (key-prefix args too)."""
     keys: list[tuple[str, Any]] = []

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.crc import key_slot
 
 from luapipe.operations.expr.parse import Binary, Literal, Name, Node
-
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Expr, Operation
+from luapipe.operations.model import Expr, OperationModel
+from luapipe.wire.clients import is_cluster
 
 __all__ = [
     "ATOMIC_FORMS",
@@ -75,7 +74,7 @@ def _leftmost(node: Node) -> Node:
     return node
 
 
-def _dynamic_exprs(op: Operation) -> list[Expr]:
+def _dynamic_exprs(op: OperationModel) -> list[Expr]:
     steps: Sequence[Any] = (*op.reads, *op.writes)
     return [s.key for s in steps if s.dynamic]
 
@@ -92,7 +91,7 @@ def _prefix_value(node: Node, args: Mapping[str, Any], keys: Mapping[str, Any]) 
 
 
 def _dynamic_verdict(
-    op: Operation, keys: Mapping[str, Any], args: Mapping[str, Any], slots: set[int]
+    op: OperationModel, keys: Mapping[str, Any], args: Mapping[str, Any], slots: set[int]
 ) -> Safety:
     for expr in _dynamic_exprs(op):
         prefix = _prefix_value(expr.node, args, keys)
@@ -114,7 +113,7 @@ def _dynamic_verdict(
 
 
 def cluster_safety(
-    op: Operation, keys: Mapping[str, Any] | None = None, args: Mapping[str, Any] | None = None
+    op: OperationModel, keys: Mapping[str, Any] | None = None, args: Mapping[str, Any] | None = None
 ) -> dict[str, Safety]:
     """``{form: Safety}`` for running ``op`` on a cluster, for these ``keys``/``args`` (or,
     without ``keys``, from the spec alone: computed keys then make the atomic forms unsafe)."""
@@ -155,14 +154,12 @@ def cluster_safety(
 
 
 def safety_for(
-    op: Operation,
+    op: OperationModel,
     client: Any,
     keys: Mapping[str, Any] | None = None,
     args: Mapping[str, Any] | None = None,
 ) -> dict[str, Safety]:
     """:func:`cluster_safety` for a cluster client; every form is safe on one node."""
-    from luapipe.wire.routing import is_cluster
-
     if not is_cluster(client):
         return {f: Safety(True, "single node") for f in op.forms}
     return cluster_safety(op, keys, args)

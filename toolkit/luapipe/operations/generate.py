@@ -8,24 +8,22 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
 
 from luapipe.operations.expr.compile import lua_expr, lua_wire, py_expr, py_wire
 from luapipe.operations.expr.parse import Type
-from luapipe.operations.operation import Expr, Operation, Read
+from luapipe.operations.model import Expr, OperationModel, Read
 
 __all__ = [
-    "GeneratedFiles",
-    "generate_files",
+    "function_name",
+    "library_name",
     "lua_body",
     "lua_library",
     "lua_script",
     "python_module",
-    "write",
 ]
 
 _ENV = jinja2.Environment(
@@ -44,7 +42,7 @@ def _safe_comment(text: str) -> str:
 
     The spec checker already refuses text with a line starting with ``@`` (the header
     parser reads ``-- @key ...`` as a declaration); this is the second line of defence for
-    an :class:`Operation` built without it: a leading ``@`` is put in parentheses. Jinja2
+    an :class:`OperationModel` built without it: a leading ``@`` is put in parentheses. Jinja2
     markers are split too (generated files do not opt into templating, so they would not be
     rendered anyway, but the text stays plain for readers and tools)."""
     out = " ".join(text.split()).replace("\\", "/").replace('"', "'")
@@ -96,7 +94,7 @@ def _lua_read(r: Read) -> str:
     return f"local v_{r.name} = {value}"
 
 
-def lua_body(op: Operation) -> str:
+def lua_body(op: OperationModel) -> str:
     """The statements shared by the script and the function (KEYS/ARGV in, reply out)."""
     out: list[str] = []
     for i, k in enumerate(op.keys, start=1):
@@ -130,7 +128,16 @@ def lua_body(op: Operation) -> str:
     return "\n".join(out) + "\n"
 
 
-def _context(op: Operation) -> dict[str, object]:
+def prelude() -> str:
+    """The Lua helpers every generated script and library starts with."""
+    return _ENV.get_template("prelude.lua.j2").render()
+
+
+#: stands for the prelude while a module's Lua is cut around it (never in generated text)
+_PRELUDE_MARK = "\x00prelude\x00"
+
+
+def _context(op: OperationModel, prelude_text: str | None = None) -> dict[str, object]:
     return {
         "op": op,
         "spec": _safe_comment(Path(op.path).name),
@@ -144,29 +151,36 @@ def _context(op: Operation) -> dict[str, object]:
             for a in op.args
         ],
         "returns": _safe_comment(", ".join(r.text for r in op.returns)),
-        "prelude": _ENV.get_template("prelude.lua.j2").render(),
+        "prelude": prelude() if prelude_text is None else prelude_text,
         "body": lua_body(op),
     }
 
 
-def lua_script(op: Operation) -> str:
-    text = _ENV.get_template("script.lua.j2").render(**_context(op))
+def lua_script(op: OperationModel, prelude_text: str | None = None) -> str:
+    text = _ENV.get_template("script.lua.j2").render(**_context(op, prelude_text))
     assert not any(m in text for m in ("{%", "{{", "{#")), "generated Lua looks like a template"
     return text
 
 
-def function_name(op: Operation) -> str:
+def library_name(op: OperationModel) -> str:
+    """The Redis Function library of the function form."""
+    return f"luapipe_{op.name}"
+
+
+def function_name(op: OperationModel) -> str:
     """Named after the code, so a changed library is never called by an old name."""
-    digest = hashlib.sha1((_ENV.get_template("prelude.lua.j2").render() + lua_body(op)).encode())
+    digest = hashlib.sha1((prelude() + lua_body(op)).encode())
     return f"{op.name}_{digest.hexdigest()[:10]}"
 
 
-def lua_library(op: Operation) -> str:
-    ctx = _context(op)
+def lua_library(op: OperationModel, prelude_text: str | None = None) -> str:
+    ctx = _context(op, prelude_text)
     ctx["body"] = "".join(
         f"    {line}\n" if line else "\n" for line in str(ctx["body"]).split("\n")[:-1]
     )
-    return _ENV.get_template("library.lua.j2").render(**ctx, function_name=function_name(op))
+    return _ENV.get_template("library.lua.j2").render(
+        **ctx, function_name=function_name(op), library_name=library_name(op)
+    )
 
 
 def _py(e: Expr) -> str:
@@ -186,21 +200,21 @@ def _py_arg(e: Expr) -> str:
 def _py_read(r: Read) -> str:
     conv = {"int": "_rt.rint", "float": "_rt.rflt"}.get(r.conv or "", "")
     value = {
-        "list[str]": f"[{conv}(_rt.text(x)) for x in _f.flat(r)]"
+        "list[str]": f"[{conv}(_rt.text(x)) for x in _rt.flat(r)]"
         if conv
-        else "[_rt.text(x) for x in _f.flat(r)]",
+        else "[_rt.text(x) for x in _rt.flat(r)]",
         "bool": "(r in (1, True))",
-        "float?": "_f.score(r)",
+        "float?": "_rt.score(r)",
         "int?": "r",
         "int": "r",
-        "str?": f"{conv}(_f.opt_text(r))" if conv else "_f.opt_text(r)",
+        "str?": f"{conv}(_rt.opt_text(r))" if conv else "_rt.opt_text(r)",
     }[r.reply]
     if r.default is not None:
         value = f"_rt.co({value}, {_py(r.default)})"
     args = "".join(f", lambda e: {_py_arg(a)}" for a in r.args)
     each = f"lambda e: {_py(r.each)}" if r.each else "None"
     return (
-        f"_f.ReadStep({r.name!r}, {r.level}, {r.cmd!r}, lambda e: {_py(r.key)}, "
+        f"_rt.ReadStep({r.name!r}, {r.level}, {r.cmd!r}, lambda e: {_py(r.key)}, "
         f"({args.lstrip(', ')}{',' if len(r.args) == 1 else ''}), {each}, lambda r, e: {value})"
     )
 
@@ -217,14 +231,22 @@ def _lines(text: str) -> str:
     return "(\n" + "".join(f"    {line!r}\n" for line in parts) + ")"
 
 
-def python_module(op: Operation) -> str:
+def _around_prelude(render: Callable[[str], str]) -> str:
+    """Python source for a Lua text that contains the prelude once: the text before it,
+    ``PRELUDE``, the text after it (the module holds the prelude once for both)."""
+    head, tail = render(_PRELUDE_MARK).split(_PRELUDE_MARK)
+    assert head + prelude() + tail == render(prelude())
+    return f"{_lines(head)} + PRELUDE + {_lines(tail)}"
+
+
+def python_module(op: OperationModel) -> str:
     ctx = _context(op)
     rets = [py_wire(_py(r), r.type) for r in op.returns]
     ctx.update(
         reads=[_py_read(r) for r in op.reads],
         lets=[f"({x.name!r}, lambda e: {_py(x.expr)})" for x in op.lets],
         writes=[
-            f"_f.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
+            f"_rt.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
             + "".join(f"lambda e: {_py_arg(a)}, " for a in w.args).rstrip(" ")
             + f"), {'lambda e: ' + _py(w.when) if w.when else 'None'}, "
             + f"{'lambda e: ' + _py(w.each) if w.each else 'None'})"
@@ -233,44 +255,11 @@ def python_module(op: Operation) -> str:
         ret="[" + ", ".join(rets) + "]" if op.returns_tuple else rets[0],
         sig_keys=[(k.name, "list[str]" if k.variadic else "str") for k in op.keys],
         sig_args=[(a.name, _py_type(a.type)) for a in op.args],
-        lua_script=_lines(lua_script(op)),
-        lua_library=_lines(lua_library(op)),
+        prelude=_lines(prelude()),
+        lua_script=_around_prelude(lambda text: lua_script(op, text)),
+        lua_library=_around_prelude(lambda text: lua_library(op, text)),
         function_name=function_name(op),
         invariant=f"lambda e: {_py(op.invariant.check)}" if op.invariant else "None",
         round_trips={f: op.round_trips(f) for f in op.forms},
     )
     return _ENV.get_template("module.py.j2").render(**ctx)
-
-
-@dataclass(frozen=True)
-class GeneratedFiles:
-    lua: Path
-    python: Path
-    changed: tuple[Path, ...]
-
-
-def write(
-    op: Operation, out: str | Path | None = None, py_out: str | Path | None = None
-) -> GeneratedFiles:
-    """Write ``op_<name>.lua`` into ``out`` (default: next to the spec) and ``op_<name>.py``
-    into ``py_out`` (default ``out``); files whose content is unchanged are not touched."""
-    lua_dir = Path(out) if out is not None else Path(op.path).parent
-    lua_path = lua_dir / f"op_{op.name}.lua"
-    py_path = Path(py_out if py_out is not None else lua_dir) / f"op_{op.name}.py"
-    changed: list[Path] = []
-    for path, text in ((lua_path, op.lua_source), (py_path, op.python_source)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(path)
-    return GeneratedFiles(lua_path, py_path, tuple(changed))
-
-
-def generate_files(
-    paths: Sequence[str | Path], out: str | Path | None = None, py_out: str | Path | None = None
-) -> list[GeneratedFiles]:
-    """Check every spec first (nothing is written if any has a problem), then write each
-    operation's files next to its spec, or into ``out`` (and ``py_out``)."""
-    from luapipe.operations.spec import load_operations
-
-    return [write(op, out, py_out) for op in load_operations(paths)]

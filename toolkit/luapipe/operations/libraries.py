@@ -9,21 +9,17 @@ they replaced it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
-from luapipe import runtime as _rt
+from luapipe.operations import prelude
+from luapipe.operations.generate import library_name
+from luapipe.operations.model import OperationModel
 from luapipe.wire import routing as _cluster
 
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Operation
-
 __all__ = ["LibrarySnapshot", "restore_library", "snapshot_library", "snapshot_named"]
-
-_LIB_NAME = re.compile(r"^#!lua name=(\S+)")
 
 
 @dataclass(frozen=True)
@@ -46,16 +42,15 @@ def _library_code(node: Any, library: str) -> str | None:
     reply = node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library, "WITHCODE")
     for item in reply or ():
         info = item if isinstance(item, dict) else dict(zip(item[0::2], item[1::2], strict=True))
-        fields = {_rt.text(k): v for k, v in info.items()}
-        if _rt.text(fields.get("library_name", "")) == library:  # LIBRARYNAME is a pattern
-            return _rt.text(fields.get("library_code", ""))
+        fields = {prelude.text(k): v for k, v in info.items()}
+        if prelude.text(fields.get("library_name", "")) == library:  # LIBRARYNAME is a pattern
+            return prelude.text(fields.get("library_code", ""))
     return None
 
 
-def snapshot_library(op: Operation, client: Any) -> LibrarySnapshot | None:
+def snapshot_library(op: OperationModel, client: Any) -> LibrarySnapshot | None:
     """The state of ``op``'s function library on every primary (None: nothing to keep)."""
-    m = _LIB_NAME.match(op.function_source)
-    return None if m is None else snapshot_named(m[1], client)
+    return snapshot_named(library_name(op), client)
 
 
 def snapshot_named(library: str, client: Any) -> LibrarySnapshot | None:

@@ -1,230 +1,63 @@
-"""The checked model of one read-compute-write operation, and its analysis flags.
+"""The operation facade: a checked :class:`~luapipe.operations.model.OperationModel` plus
+its generated text and running it in any form.
 
-Built by :func:`luapipe.operations.spec.load_operation`; generated text comes from
-:mod:`luapipe.operations.generate`, running from :mod:`luapipe.operations.forms`.
+Built by :func:`luapipe.operations.spec.load_operation`; the text comes from
+:mod:`luapipe.operations.generate`, the forms run through :mod:`luapipe.operations.run`.
 """
 
 from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
-from luapipe.operations.benchprofile import BenchProfile, write_flag
-from luapipe.operations.expr.check import Types
-from luapipe.operations.expr.parse import (
-    Binary,
-    Call,
-    Index,
-    Lambda,
-    ListLit,
-    Name,
-    Node,
-    Type,
-    Unary,
+import redis
+
+from luapipe.operations import casegen, generate, keyspace
+from luapipe.operations import run as runner
+from luapipe.operations.casegen import Case
+from luapipe.operations.model import (
+    FORMS,
+    ArgSpec,
+    Expr,
+    Invariant,
+    KeySpec,
+    Let,
+    OperationModel,
+    Read,
+    Write,
 )
+from luapipe.operations.plan import RunResult, plan_of
 from luapipe.wire.clients import is_async_client
 
 if TYPE_CHECKING:
-    import redis
-
-    from luapipe.operations.forms import RunResult
-    from luapipe.operations.verify import Case
     from luapipe.wire.clients import AsyncClient, SyncClient
 
 __all__ = ["FORMS", "ArgSpec", "Expr", "Invariant", "KeySpec", "Let", "Operation", "Read", "Write"]
 
-FORMS = ("naive", "pipelined", "transaction", "script", "function")
 
-
-def free_names(node: Node, bound: frozenset[str] = frozenset()) -> frozenset[str]:
-    if isinstance(node, Name):
-        return frozenset() if node.name in bound else frozenset({node.name})
-    if isinstance(node, Lambda):
-        return free_names(node.body, bound | {node.param})
-    kids: tuple[Node, ...] = ()
-    if isinstance(node, Unary):
-        kids = (node.operand,)
-    elif isinstance(node, Binary):
-        kids = (node.left, node.right)
-    elif isinstance(node, Call):
-        kids = node.args
-    elif isinstance(node, Index):
-        kids = (node.target, node.index)
-    elif isinstance(node, ListLit):
-        kids = node.items
-    out: frozenset[str] = frozenset()
-    for k in kids:
-        out |= free_names(k, bound)
-    return out
-
-
-@dataclass(frozen=True)
-class Expr:
-    """A parsed, type-checked expression and where it came from."""
-
-    text: str
-    node: Node = field(repr=False)
-    type: Type
-    types: Types = field(repr=False, compare=False, hash=False)
-
-    @property
-    def names(self) -> frozenset[str]:
-        return free_names(self.node)
-
-
-@dataclass(frozen=True)
-class KeySpec:
-    name: str
-    doc: str = ""
-    variadic: bool = False
-
-
-@dataclass(frozen=True)
-class ArgSpec:
-    name: str
-    type: Type
-    doc: str = ""
-    min: Any = None
-    max: Any = None
-    samples: tuple[Any, ...] = ()
-    key_prefix: bool = False
-
-
-@dataclass(frozen=True)
-class Read:
-    name: str
-    cmd: str
-    key: Expr
-    args: tuple[Expr, ...]
-    conv: str | None
-    default: Expr | None
-    each: Expr | None
-    type: Type
-    level: int
-    dynamic: bool
-    reply: str
-
-
-@dataclass(frozen=True)
-class Let:
-    name: str
-    expr: Expr
-
-
-@dataclass(frozen=True)
-class Write:
-    cmd: str
-    key: Expr
-    args: tuple[Expr, ...]
-    when: Expr | None
-    each: Expr | None
-    dynamic: bool
-
-
-@dataclass(frozen=True)
-class Invariant:
-    """``check`` is a bool that must hold, or a number that must be conserved."""
-
-    description: str
-    check: Expr
-
-    @property
-    def conserved(self) -> bool:
-        return self.check.type.kind != "bool"
-
-
-@dataclass(frozen=True)
-class Operation:
+class Operation(OperationModel):
     """One operation spec, checked. ``run`` any of ``forms``; see DESIGN.md."""
-
-    name: str
-    description: str
-    path: str
-    keys: tuple[KeySpec, ...]
-    args: tuple[ArgSpec, ...]
-    reads: tuple[Read, ...]
-    lets: tuple[Let, ...]
-    writes: tuple[Write, ...]
-    returns: tuple[Expr, ...]
-    returns_tuple: bool
-    invariant: Invariant | None = None
-    #: the spec's ``[bench]`` table: how the benchmark draws state and arguments
-    bench: BenchProfile | None = None
-
-    # -- analysis -----------------------------------------------------------------------
-    @property
-    def forms(self) -> tuple[str, ...]:
-        return FORMS
-
-    @property
-    def wrote(self) -> str | None:
-        """How a reply tells that the call wrote (see :func:`~luapipe.operations.
-        benchprofile.write_flag`): declared in ``[bench]`` or inferred."""
-        if self.bench is not None and self.bench.wrote is not None:
-            return self.bench.wrote
-        return write_flag(self.writes, self.returns, self.returns_tuple)
-
-    @property
-    def read_only(self) -> bool:
-        """No writes: the function form uses FCALL_RO, the script EVALSHA_RO (no-writes)."""
-        return not self.writes
-
-    @property
-    def dynamic_keys(self) -> bool:
-        """Some key is computed (from args or reads): the script and function forms are
-        then only safe on a single node or when every key shares one hash tag."""
-        return any(r.dynamic for r in self.reads) or any(w.dynamic for w in self.writes)
-
-    @property
-    def read_levels(self) -> int:
-        """Read rounds: 0 without reads, 1 when no read depends on another, and so on."""
-        return max((r.level + 1 for r in self.reads), default=0)
-
-    def round_trips(self, form: str) -> int | None:
-        """Round trips per call in steady state (None for ``naive``: one per command).
-
-        ``pipelined`` saves its write round trip when every write's ``when`` is false."""
-        if form in ("script", "function"):
-            return 1
-        if form == "pipelined":
-            return max(1, self.read_levels + (1 if self.writes else 0))
-        if form == "transaction":
-            if self.read_levels == 0 or (self.read_levels == 1 and not self.writes):
-                return 1
-            return self.read_levels + 1
-        if form == "naive":
-            return None
-        raise ValueError(f"unknown form {form!r}; forms: {', '.join(FORMS)}")
 
     # -- generated text -----------------------------------------------------------------
     @functools.cached_property
     def lua_body(self) -> str:
-        from luapipe.operations.generate import lua_body
-
-        return lua_body(self)
+        return generate.lua_body(self)
 
     @functools.cached_property
     def lua_source(self) -> str:
         """The script form's Lua (what ``luapipe generate`` writes to scripts_lua/)."""
-        from luapipe.operations.generate import lua_script
-
-        return lua_script(self)
+        return generate.lua_script(self)
 
     @functools.cached_property
     def function_source(self) -> str:
         """The Redis Function library (``#!lua name=...``) loaded by the function form."""
-        from luapipe.operations.generate import lua_library
-
-        return lua_library(self)
+        return generate.lua_library(self)
 
     @functools.cached_property
     def python_source(self) -> str:
-        from luapipe.operations.generate import python_module
-
-        return python_module(self)
+        return generate.python_module(self)
 
     # -- running ------------------------------------------------------------------------
     def run(
@@ -239,11 +72,10 @@ class Operation:
 
         With a ``redis.asyncio`` client this returns a coroutine (``await op.run(...)``).
         """
+        plan = plan_of(self)
         if is_async_client(client):
-            from luapipe.operations.aio_forms import run_value_async
-
-            return run_value_async(self, client, form, keys, args or {})
-        return self.run_detailed(client, form, keys=keys, args=args).value
+            return _value(runner.run_async(plan, client, form, keys, args or {}))
+        return runner.run(plan, client, form, keys, args or {}).value
 
     @overload
     def run_detailed(
@@ -253,7 +85,7 @@ class Operation:
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
-        max_retries: int = 20,
+        max_retries: int | None = None,
     ) -> Coroutine[Any, Any, RunResult]: ...
     @overload
     def run_detailed(
@@ -263,7 +95,7 @@ class Operation:
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
-        max_retries: int = 20,
+        max_retries: int | None = None,
     ) -> RunResult: ...
     def run_detailed(
         self,
@@ -272,33 +104,29 @@ class Operation:
         *,
         keys: Mapping[str, Any],
         args: Mapping[str, Any] | None = None,
-        max_retries: int = 20,
+        max_retries: int | None = None,
     ) -> Any:
-        """Like :meth:`run`, with round trips, commands and transaction retries counted."""
+        """Like :meth:`run`, with round trips and WATCH retries (at most ``max_retries``,
+        default 20) counted. Cluster clients run every form, routed by key slot."""
+        plan = plan_of(self)
         if is_async_client(client):
-            from luapipe.operations.aio_forms import run_form_async
-
-            return run_form_async(self, client, form, keys, args or {}, max_retries=max_retries)
-        from luapipe.operations.forms import run_form
-
-        return run_form(self, client, form, keys, args or {}, max_retries=max_retries)
+            return runner.run_async(plan, client, form, keys, args or {}, max_retries=max_retries)
+        return runner.run(plan, client, form, keys, args or {}, max_retries=max_retries)
 
     def sample_case(self, rng: random.Random, namespace: str = "") -> Case:
         """A random initial keyspace and random keys/args (what verify and bench use)."""
-        from luapipe.operations.verify import sample_case
-
-        return sample_case(self, rng, namespace)
+        return casegen.sample_case(self, rng, namespace)
 
     def setup(self, client: redis.Redis, case: Case) -> None:
         """Write ``case``'s initial keyspace (its keys are deleted first)."""
-        from luapipe.operations.verify import setup
-
-        setup(client, case)
+        keyspace.setup(client, case)
 
     def check_invariant(
         self, client: redis.Redis, *, keys: Mapping[str, Any], args: Mapping[str, Any]
     ) -> Any:
         """The invariant's value now (reads only): a bool to hold, a number to conserve."""
-        from luapipe.operations.forms import evaluate_invariant
+        return runner.invariant(plan_of(self), client, keys, args)
 
-        return evaluate_invariant(self, client, keys, args)
+
+async def _value(pending: Awaitable[RunResult]) -> Any:
+    return (await pending).value

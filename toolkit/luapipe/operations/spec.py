@@ -50,7 +50,8 @@ from luapipe.errors import SpecError
 from luapipe.operations.benchspec import bench_section
 from luapipe.operations.commands import READS, WRITES
 from luapipe.operations.expr.parse import BOOL, INT, STR, Type, list_of, parse_type
-from luapipe.operations.operation import Invariant, Let, Operation, Read, Write
+from luapipe.operations.model import Invariant, Let, Read, Write
+from luapipe.operations.operation import Operation
 from luapipe.operations.specbuild import (
     NAME_RE,
     Builder,

@@ -8,7 +8,7 @@ from typing import Any
 
 from luapipe.operations.expr.check import check
 from luapipe.operations.expr.parse import STR, ExprError, Type, list_of, parse, parse_type
-from luapipe.operations.operation import ArgSpec, Expr, KeySpec
+from luapipe.operations.model import ArgSpec, Expr, KeySpec
 
 __all__ = [
     "Builder",

@@ -15,27 +15,22 @@ import random
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 from redis.exceptions import DataError
 
-from luapipe import runtime as _rt
 from luapipe.errors import LuapipeError
 from luapipe.operations.casegen import Case, KeyState, sample_case
-from luapipe.operations.clusterforms import execute_routed, run_op
 from luapipe.operations.clustersafety import safety_for, skipped_forms
+from luapipe.operations.keyspace import delete_namespace, dump, setup
 from luapipe.operations.libraries import restore_library, snapshot_library
+from luapipe.operations.operation import Operation
 from luapipe.wire import routing as _cluster
-from luapipe.wire import sync as transport
 from luapipe.wire.clients import require_sync
-
-if TYPE_CHECKING:
-    from luapipe.operations.operation import Operation
 
 __all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case", "setup", "verify"]
 
@@ -54,71 +49,6 @@ def error_code(exc: BaseException) -> str:
             return code
     m = _ERR.search(text)
     return f"ERR {m[1]}" if m else type(exc).__name__
-
-
-def setup(client: redis.Redis, case: Case) -> None:
-    """Delete every key of ``case`` and write its initial state (one round trip; on a
-    cluster one per node that holds its keys)."""
-    if _cluster.is_cluster(client):
-        cmds: list[tuple[Any, ...]] = [("DEL", k) for k in case.universe]
-    else:
-        cmds = [("DEL", *case.universe)] if case.universe else []
-    for ks in case.state:
-        cmds.extend(ks.commands())
-    for reply in execute_routed(client, cmds)[0]:
-        transport.raise_for(reply)
-
-
-def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool], ...]:
-    """(key, type, value, has_ttl) for every key under ``namespace``, sorted."""
-    names = sorted(_rt.text(k) for k in client.scan_iter(match=_glob(namespace) + "*", count=1000))
-    if not names:
-        return ()
-    pipe = client.pipeline(transaction=False)
-    for k in names:
-        pipe.type(k)
-        pipe.pttl(k)
-    meta = pipe.execute()
-    pipe = client.pipeline(transaction=False)
-    types = [_rt.text(t) for t in meta[0::2]]
-    for k, t in zip(names, types, strict=True):
-        if t == "string":
-            pipe.get(k)
-        elif t == "hash":
-            pipe.hgetall(k)
-        elif t == "zset":
-            pipe.zrange(k, 0, -1, withscores=True)
-        elif t == "list":
-            pipe.lrange(k, 0, -1)
-        else:
-            pipe.smembers(k)
-    values = pipe.execute()
-    out = []
-    for k, t, v, ttl in zip(names, types, values, meta[1::2], strict=True):
-        out.append((k, t, _norm(t, v), int(ttl) >= 0))
-    return tuple(out)
-
-
-def _delete_namespace(client: redis.Redis, namespace: str) -> None:
-    keys = list(client.scan_iter(match=_glob(namespace) + "*", count=1000))
-    if keys:
-        client.delete(*keys)
-
-
-def _glob(prefix: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", prefix)
-
-
-def _norm(t: str, v: Any) -> Any:
-    if t == "string":
-        return _rt.text(v)
-    if t == "hash":
-        return tuple(sorted((_rt.text(a), _rt.text(b)) for a, b in v.items()))
-    if t == "zset":
-        return tuple((_rt.text(m), float(s)) for m, s in v)
-    if t == "set":
-        return tuple(sorted(_rt.text(x) for x in v))
-    return tuple(_rt.text(x) for x in v)
 
 
 Outcome = tuple[str, Any]
@@ -188,7 +118,8 @@ class VerifyReport:
 def _run_one(op: Operation, client: redis.Redis, form: str, case: Case) -> tuple[Outcome, Any]:
     setup(client, case)
     try:
-        outcome: Outcome = ("ok", run_op(op, client, form, case.keys_dict, case.args_dict).value)
+        result = op.run_detailed(client, form, keys=case.keys_dict, args=case.args_dict)
+        outcome: Outcome = ("ok", result.value)
     except LuapipeError as exc:
         outcome = ("error", error_code(exc))
     return outcome, dump(client, case.namespace)
@@ -276,7 +207,7 @@ def verify(
             errors += ref[0] == "error"
         failed = False
     finally:
-        for cleanup in (partial(_delete_namespace, client, ns), partial(restore_library, library)):
+        for cleanup in (partial(delete_namespace, client, ns), partial(restore_library, library)):
             try:
                 cleanup()
             except redis.RedisError:
@@ -301,22 +232,6 @@ def outcome_of(
     op: Operation, client: redis.Redis, form: str, keys: Mapping[str, Any], args: Mapping[str, Any]
 ) -> Outcome:
     try:
-        return ("ok", run_op(op, client, form, keys, args).value)
+        return ("ok", op.run_detailed(client, form, keys=keys, args=args).value)
     except LuapipeError as exc:
         return ("error", error_code(exc))
-
-
-def verify_operations(
-    ops: Sequence[Operation], client: redis.Redis, *, cases: int = 200, seed: int = 1
-) -> list[VerifyReport]:
-    """Verify each loaded operation; a mismatch names the spec file it came from."""
-    return [verify(op, client, cases=cases, seed=seed, spec=str(op.path)) for op in ops]
-
-
-def verify_files(
-    paths: Sequence[str | Path], client: redis.Redis, *, cases: int = 200, seed: int = 1
-) -> list[VerifyReport]:
-    """Load every spec first (all problems in one :class:`SpecError`), then verify each."""
-    from luapipe.operations.spec import load_operations
-
-    return verify_operations(load_operations(paths), client, cases=cases, seed=seed)

@@ -29,20 +29,33 @@ _SYNC = (redis.Redis, redis.cluster.RedisCluster)
 _CLUSTER = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
+_IS_ASYNC: dict[type, bool] = {}
+
+
 def is_async_client(client: object) -> bool:
     """A ``redis.asyncio`` client (Redis or RedisCluster, fakeredis's async one too); False
     for a sync one. Anything else (a URL string, a connection pool...) is a
-    :class:`CallArgumentError`: every public method that takes a client asks this first."""
+    :class:`CallArgumentError`: every public method that takes a client asks this first.
+
+    Remembered per class: ``redis.asyncio.Redis`` derives from a typing Protocol, whose
+    ``isinstance`` costs microseconds on every call."""
+    kind = client.__class__
+    found = _IS_ASYNC.get(kind)
+    if found is not None:
+        return found
     if isinstance(client, _ASYNC):
-        return True
-    if isinstance(client, _SYNC):
-        return False
-    shown = repr(client) if len(repr(client)) <= 60 else repr(client)[:57] + "..."
-    hint = "; make one with redis.Redis.from_url(url)" if isinstance(client, str) else ""
-    raise CallArgumentError(
-        "expected a redis-py client (redis.Redis, redis.cluster.RedisCluster or their "
-        f"redis.asyncio twins), got {type(client).__name__} {shown}{hint}"
-    )
+        found = True
+    elif isinstance(client, _SYNC):
+        found = False
+    else:
+        shown = repr(client) if len(repr(client)) <= 60 else repr(client)[:57] + "..."
+        hint = "; make one with redis.Redis.from_url(url)" if isinstance(client, str) else ""
+        raise CallArgumentError(
+            "expected a redis-py client (redis.Redis, redis.cluster.RedisCluster or their "
+            f"redis.asyncio twins), got {type(client).__name__} {shown}{hint}"
+        )
+    _IS_ASYNC[kind] = found
+    return found
 
 
 def is_cluster(client: object) -> bool:

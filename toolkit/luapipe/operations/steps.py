@@ -1,60 +1,65 @@
-"""The client-side forms: naive, pipelined and transaction (WATCH/MULTI/EXEC).
+"""Each form's work on one node, free of I/O: naive, pipelined, transaction, function.
+
+Each form is written once, as :data:`~luapipe.operations.plan.Batches` (a generator that
+yields a batch of commands per round trip and is sent the replies);
+:mod:`luapipe.operations.run` routes the batches and the drivers send them, sync or asyncio.
 
 Reads run level by level (a read that depends on another is in the next level), in the
 order Lua runs them, so the first error is the same error in every form; then the compute
 step; then every write is attempted and the first failure raised after the rest ran.
 
-Each form is written once, as I/O-free :data:`~luapipe.operations.plan.Steps` (``naive_steps``,
-``pipelined_steps``, ``transaction_steps``); :func:`~luapipe.operations.plan.drive` sends them on a
-sync session and :mod:`luapipe.operations.aio_forms` on an async one. The WATCH retry policy
-(:meth:`~luapipe.wire.policy.RetryPolicy.watch_delay`, :func:`aborted`) is shared the same way.
+The script form is the registry's own call (:func:`script_call` builds it); the function
+form loads its library with REPLACE on the node that lacks it, in the same write as FCALL.
 """
 
 from __future__ import annotations
 
-import time
+import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
-import redis
-
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, ScriptRuntimeError, TransactionAborted
 from luapipe.operations.plan import (
+    Batches,
     Cmd,
     Env,
     Plan,
     ReadStep,
-    RunResult,
-    Steps,
-    TransactionAborted,
     check,
-    drive,
+    enc,
     encode,
+    to_wire,
+    wire,
 )
-from luapipe.wire import sync as transport
-from luapipe.wire.policy import DEFAULT
+from luapipe.scripts.protocol import ScriptCall
+from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
+from luapipe.wire.replies import ReplyError, raise_for
 
 __all__ = [
-    "STEPS",
     "Batch",
     "aborted",
     "apply_reads",
     "commands",
     "compute",
     "exec_replies",
-    "naive",
+    "function_steps",
     "naive_steps",
-    "pipelined",
     "pipelined_steps",
     "raise_first",
     "read_batch",
-    "read_level",
     "read_level_steps",
-    "transaction",
+    "registry_of",
+    "script_call",
+    "split",
     "transaction_steps",
 ]
 
 Batch = list[tuple[ReadStep, list[Env], list[Cmd]]]
+
+
+# -- reads, compute, writes ----------------------------------------------------------------
 
 
 def read_batch(plan: Plan, level: int, env: Env) -> tuple[Batch, LuapipeError | None]:
@@ -111,16 +116,16 @@ def raise_first(replies: Sequence[Any]) -> None:
 def exec_replies(replies: list[Any]) -> list[Any] | None:
     """The EXEC reply of ``[MULTI, ..., EXEC]``: None when WATCH aborted it."""
     exec_reply = replies[-1]
-    if isinstance(exec_reply, transport.ReplyError):
-        queued = [r for r in replies[1:-1] if isinstance(r, transport.ReplyError)]
-        transport.raise_for(queued[0] if queued else exec_reply)
+    if isinstance(exec_reply, ReplyError):
+        queued = [r for r in replies[1:-1] if isinstance(r, ReplyError)]
+        raise_for(queued[0] if queued else exec_reply)
     return None if exec_reply is None else list(exec_reply)
 
 
-# -- the forms as steps ------------------------------------------------------------------
+# -- the client-side forms -------------------------------------------------------------------
 
 
-def naive_steps(plan: Plan, env: Env) -> Steps[Any]:
+def naive_steps(plan: Plan, env: Env) -> Batches[Any]:
     """One command per round trip, each read converted before the next is sent."""
     for level in range(plan.levels):
         batch, pending = read_batch(plan, level, env)
@@ -139,13 +144,13 @@ def naive_steps(plan: Plan, env: Env) -> Steps[Any]:
     return ret
 
 
-def read_level_steps(plan: Plan, level: int, env: Env) -> Steps[None]:
+def read_level_steps(plan: Plan, level: int, env: Env) -> Batches[None]:
     """One level of reads in one round trip, converted into ``env``."""
     batch, pending = read_batch(plan, level, env)
     apply_reads(batch, (yield encode(commands(batch))), env, pending)
 
 
-def pipelined_steps(plan: Plan, env: Env) -> Steps[Any]:
+def pipelined_steps(plan: Plan, env: Env) -> Batches[Any]:
     """A round trip per read level, then one for the writes (none when nothing is written)."""
     for level in range(plan.levels):
         yield from read_level_steps(plan, level, env)
@@ -155,7 +160,7 @@ def pipelined_steps(plan: Plan, env: Env) -> Steps[Any]:
     return ret
 
 
-def transaction_steps(plan: Plan, env: Env) -> Steps[tuple[bool, Any]]:
+def transaction_steps(plan: Plan, env: Env) -> Batches[tuple[bool, Any]]:
     """One WATCH attempt: (committed, reply); (False, None) when a watched key changed."""
     if plan.levels == 1 and not plan.writes:
         batch, pending = read_batch(plan, 0, env)
@@ -177,40 +182,76 @@ def transaction_steps(plan: Plan, env: Env) -> Steps[tuple[bool, Any]]:
     return True, ret
 
 
-STEPS = {"naive": naive_steps, "pipelined": pipelined_steps}
-
-
-def aborted(plan: Plan, max_retries: int) -> TransactionAborted:
+def aborted(plan: Plan, retries: int) -> TransactionAborted:
     return TransactionAborted(
-        f"{plan.name}: WATCH failed {max_retries + 1} times in a row (heavy contention); "
+        f"{plan.name}: WATCH failed {retries + 1} times in a row (heavy contention); "
         "nothing was written by the last attempt"
     )
 
 
-# -- the sync forms ----------------------------------------------------------------------
+# -- the server-side forms -------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_REGISTRIES: dict[tuple[str, str], ScriptRegistry] = {}
+_FUNCTIONS: set[tuple[str, str]] = set()
 
 
-def naive(plan: Plan, s: transport.Session, env: Env) -> Any:
-    return drive(naive_steps(plan, env), s)
+def script_name(plan: Plan) -> str:
+    return f"op_{plan.name}"
 
 
-def read_level(s: transport.Session, plan: Plan, level: int, env: Env) -> None:
-    drive(read_level_steps(plan, level, env), s)
+def registry_of(plan: Plan) -> ScriptRegistry:
+    """A registry holding the plan's generated script (one per operation name and text:
+    two operations may generate the same Lua)."""
+    key = (plan.name, plan.lua_script)
+    with _LOCK:
+        reg = _REGISTRIES.get(key)
+        if reg is None:
+            script = LuaScript.from_source(script_name(plan), plan.lua_script)
+            reg = _REGISTRIES[key] = ScriptRegistry([script], check=False)
+        return reg
 
 
-def pipelined(plan: Plan, s: transport.Session, env: Env) -> Any:
-    return drive(pipelined_steps(plan, env), s)
+def split(plan: Plan, env: Env) -> tuple[list[Any], list[Any]]:
+    """KEYS and ARGV of a call, as the script and the function receive them: str values as
+    UTF-8 with surrogates kept, like every other form (binary-safe)."""
+    keys = [enc(x) for k, _ in plan.keys for x in to_wire(env[k])]
+    return keys, [enc(x) for a, _ in plan.args for x in to_wire(env[a])]
 
 
-def transaction(
-    plan: Plan, client: redis.Redis, env: Env, max_retries: int, *, asking: bool = False
-) -> RunResult:
-    trips = 0
-    for attempt in range(max_retries + 1):
-        with transport.session(client) as s:
-            ok, ret = drive(transaction_steps(plan, dict(env)), s, asking=asking)
-            trips += s.round_trips
-        if ok:
-            return RunResult(ret, "transaction", trips, attempt)
-        time.sleep(DEFAULT.watch_delay(attempt))
-    raise aborted(plan, max_retries)
+def script_call(plan: Plan, env: Env) -> tuple[ScriptRegistry, ScriptCall]:
+    """The script form: EVALSHA (EVALSHA_RO when read-only) of the generated script, run by
+    the registry's call steps (NOSCRIPT, routing and redirects handled there)."""
+    reg = registry_of(plan)
+    keys, args = split(plan, env)
+    return reg, ScriptCall(reg[script_name(plan)], tuple(keys), tuple(args))
+
+
+def function_steps(plan: Plan, env: Env, address: str) -> Batches[Any]:
+    """FCALL (FCALL_RO) on the node at ``address``; a function not yet known there is
+    loaded with REPLACE in the same write. "Function not found" means it did not run, so
+    sending it again with the load is safe; anything else is never re-sent."""
+    keys, args = split(plan, env)
+    call = ("FCALL_RO" if plan.read_only else "FCALL", plan.function_name, len(keys), *keys, *args)
+    known = (address, plan.function_name)
+    if known in _FUNCTIONS:
+        (reply,) = yield encode([call])
+        if not (isinstance(reply, ReplyError) and "Function not found" in reply.text):
+            return _function_reply(plan, reply)
+    load, reply = yield encode([("FUNCTION", "LOAD", "REPLACE", plan.lua_library), call])
+    raise_for(load)
+    with _LOCK:
+        _FUNCTIONS.add(known)
+    return _function_reply(plan, reply)
+
+
+_FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_function:\d+\.$")
+
+
+def _function_reply(plan: Plan, reply: Any) -> Any:
+    if isinstance(reply, ReplyError):
+        text = _FN_WHERE.sub("", reply.text)
+        if text.startswith(("BUSY", "READONLY", "CROSSSLOT", "NOPERM")):
+            raise_for(reply)
+        raise ScriptRuntimeError(f"function {plan.function_name} failed: {text}")
+    return wire(reply)
