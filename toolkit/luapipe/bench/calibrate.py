@@ -10,12 +10,18 @@ import socket
 import statistics
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from luapipe.bench.rttproxy import RttProxy
+__all__ = ["Calibration", "DelayProxy", "calibrate", "measure_ping", "measure_ping_rtt_us"]
 
-__all__ = ["Calibration", "calibrate", "measure_ping", "measure_ping_rtt_us"]
+
+class DelayProxy(Protocol):
+    """What calibrating needs of a delay proxy (:class:`luapipe.bench.rttproxy.RttProxy`)."""
+
+    host: str
+    port: int
+
+    def set_delay(self, rtt_ms: float) -> None: ...
 
 
 def measure_ping(
@@ -73,7 +79,7 @@ class Calibration:
         return 100.0 * (self.rtt_ms_measured - self.rtt_ms_nominal) / self.rtt_ms_nominal
 
 
-def calibrate(proxy: RttProxy, server_host: str, server_port: int, rtt_ms: float) -> Calibration:
+def calibrate(proxy: DelayProxy, server_host: str, server_port: int, rtt_ms: float) -> Calibration:
     """Set the proxy to ``rtt_ms`` and measure what it adds (PING through it minus direct,
     each proxied measurement right after a direct one). The delay is corrected for the
     proxy's own overhead, damped and clamped to [nominal - 0.25 ms, nominal] so one noisy
