@@ -69,11 +69,15 @@ def test_load_and_deploy_stay_all_or_nothing(
 ) -> None:
     d = _team_dir(tmp_path)
     url = f"redis://{redis_server.host}:{redis_server.port}/0"
-    for args in (["scripts", "load"], ["deploy"]):
+    problems = (
+        f"2 scripts cannot be used: {d / 'bad name.lua'}: invalid script name 'bad name': "
+        "whitespace (' ') is not allowed (names may hold letters, digits, '_', '-' and '.'); "
+        f"{d / 'broken.lua'}:1: Lua syntax error: unexpected symbol near '='"
+    )
+    for args in (["scripts", "load"], ["deploy"], ["deploy", "--check"]):
         res = run(*args, "--dir", str(d), "--url", url)
-        assert res.exit_code == 1
-        assert res.stderr.splitlines()[0] == "error: 2 scripts cannot be used:"
-        assert len(res.stderr.splitlines()) == 3
+        assert (res.exit_code, res.stdout) == (1, "")
+        assert res.stderr == f"error: {problems}\n"  # one line naming every broken file
     assert int(r.info("memory")["number_of_cached_scripts"]) == 0
     assert not (d / "luapipe.lock.json").exists()
 

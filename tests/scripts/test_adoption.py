@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 import redis
 
+from luapipe.bench.server import ServerProcess
 from luapipe.errors import CallArgumentError, ScriptError, ScriptSyntaxError
+from luapipe.scripts.deploy import LOCK_NAME, deploy
 from luapipe.scripts.header import Param, Signature, parse_header
 from luapipe.scripts.loader import discover, scan
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 
+from ..drivers import Driver
 from ..helpers import calls, reset_stats
 
 REAL_WORLD_NAMES = ["addStandardJob-9", "moveToFinished-14", "1st_pass", "Lock.LUA_RELEASE", "café"]
@@ -41,14 +44,17 @@ def test_every_bad_file_is_reported_in_one_error_with_its_reason(tmp_path: Path)
     (tmp_path / "broken.lua").write_text("local x = = 1\n")
     with pytest.raises(ScriptError) as info:
         ScriptRegistry.from_directory(tmp_path)
-    lines = str(info.value).splitlines()
-    assert lines[0] == "4 scripts cannot be used:"
-    body = "\n".join(lines[1:])
-    assert f"{tmp_path / 'has space.lua'}: invalid script name 'has space': whitespace" in body
-    assert "tab\\there.lua: invalid script name 'tab\\there': whitespace ('\\t')" in body
-    assert f"{tmp_path / 'bad_header.lua'}:1: unknown header tag @frob" in body
-    assert f"{tmp_path / 'broken.lua'}:1: Lua syntax error" in body
-    assert len(lines) == 5
+    message = str(info.value)
+    assert "\n" not in message  # one line, as every message
+    assert message.startswith("4 scripts cannot be used: ")
+    problems = message.removeprefix("4 scripts cannot be used: ").split("; ")
+    assert problems[0].startswith(f"{tmp_path / 'bad_header.lua'}:1: unknown header tag @frob")
+    assert problems[1].startswith(f"{tmp_path / 'broken.lua'}:1: Lua syntax error")
+    assert problems[2].startswith(
+        f"{tmp_path / 'has space.lua'}: invalid script name 'has space': whitespace"
+    )
+    assert "tab\\there.lua: invalid script name 'tab\\there': whitespace ('\\t')" in problems[3]
+    assert len(problems) == 4
 
 
 def test_one_bad_file_keeps_its_own_error_class_and_line(tmp_path: Path) -> None:
@@ -73,6 +79,67 @@ def test_a_lenient_registry_calls_the_good_scripts_and_reports_the_broken(
     with pytest.raises(ScriptError, match=r"script 'broken' cannot be used: .*broken\.lua:1"):
         reg.call(client, "broken")
     assert "broken" not in reg and len(reg) == 1
+
+
+def _half_broken(tmp_path: Path) -> Path:
+    (tmp_path / "incr.lua").write_text("return redis.call('INCR', KEYS[1])\n")
+    (tmp_path / "addJob-9.lua").write_text("return 1\n")
+    (tmp_path / "broken.lua").write_text("-- @key k\n\nreturn = 1\n")
+    (tmp_path / "bad name.lua").write_text("return 1\n")
+    return tmp_path
+
+
+def test_a_lenient_registry_loads_nothing_while_a_script_is_broken(
+    tmp_path: Path, driver: Driver, r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    reg = ScriptRegistry.from_directory(_half_broken(tmp_path), strict=False)
+    client = driver.redis(redis_server.port)
+    with pytest.raises(ScriptError) as info:
+        driver.run(reg.load(client))
+    message = str(info.value)
+    assert message == (
+        f"nothing loaded: 2 scripts cannot be used: {tmp_path / 'bad name.lua'}: invalid "
+        "script name 'bad name': whitespace (' ') is not allowed (names may hold letters, "
+        f"digits, '_', '-' and '.'); {tmp_path / 'broken.lua'}:3: Lua syntax error: "
+        "unexpected symbol near '='"
+    )
+    assert int(r.info("memory")["number_of_cached_scripts"]) == 0
+    # the good scripts still work one by one (each loads only itself)
+    assert driver.run(reg.call(client, "incr", keys=["n"])) == 1
+    assert int(r.info("memory")["number_of_cached_scripts"]) == 1
+
+
+def test_one_broken_script_is_enough_to_refuse_load_with_its_line(
+    tmp_path: Path, driver: Driver, r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    d = _half_broken(tmp_path)
+    (d / "bad name.lua").unlink()
+    reg = ScriptRegistry.from_directory(d, strict=False)
+    with pytest.raises(ScriptSyntaxError) as info:
+        driver.run(reg.load(driver.redis(redis_server.port)))
+    assert str(info.value) == (
+        f"nothing loaded: 1 script cannot be used: {d / 'broken.lua'}:3: Lua syntax error: "
+        "unexpected symbol near '='"
+    )
+    assert (info.value.path, info.value.line) == (str(d / "broken.lua"), 3)
+    assert int(r.info("memory")["number_of_cached_scripts"]) == 0
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_deploy_refuses_a_lenient_registry_with_problems(
+    tmp_path: Path, r: redis.Redis, check: bool
+) -> None:
+    d = _half_broken(tmp_path)
+    lock = d / LOCK_NAME
+    if check:  # a lock written before the breakage: --check must not call broken ones removed
+        lock.write_text('{"version": 1, "scripts": {}}\n')
+    reg = ScriptRegistry.from_directory(d, strict=False)
+    with pytest.raises(
+        ScriptError, match=r"^nothing (deployed|checked): 2 scripts cannot be used: "
+    ):
+        deploy(reg, r, lock, check=check)
+    assert int(r.info("memory")["number_of_cached_scripts"]) == 0
+    assert lock.exists() == check
 
 
 def test_a_lenient_registry_without_problems_is_an_ordinary_one(tmp_path: Path) -> None:

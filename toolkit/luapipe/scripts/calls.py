@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
+from luapipe.scripts.problems import ScriptProblem, problems_error
 from luapipe.scripts.protocol import (
     Entry,
     KnownScripts,
@@ -83,8 +84,16 @@ def _on_every_node(batch: list[Command]) -> Steps[list[tuple[str, list[Any]]]]:
     return done
 
 
-def load_steps(scripts: Sequence[LuaScript], known: KnownScripts) -> Steps[dict[str, str]]:
-    """SCRIPT LOAD every script on every node; {name: sha}."""
+def load_steps(
+    scripts: Sequence[LuaScript], known: KnownScripts, problems: Sequence[ScriptProblem] = ()
+) -> Steps[dict[str, str]]:
+    """SCRIPT LOAD every script on every node; {name: sha}.
+
+    All or nothing: with any ``problems`` (scripts a lenient registry set aside) nothing is
+    sent, and one error names every broken file."""
+    refused = problems_error(problems, refusing="nothing loaded")
+    if refused is not None:
+        raise refused
     first: LuapipeError | None = None
     for node, replies in (yield from _on_every_node([load_command(sc) for sc in scripts])):
         for sc, reply in zip(scripts, replies, strict=True):

@@ -21,6 +21,7 @@ from pathlib import Path
 import redis
 
 from luapipe.errors import LockFileError, ScriptError
+from luapipe.scripts.problems import problems_error
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.wire.clients import require_sync
 
@@ -144,8 +145,14 @@ def deploy(
     """Load every script and write the lock; with ``check``, only report drift.
 
     An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
-    file's directory) before anything is sent or written."""
+    file's directory) before anything is sent or written; so does a lenient registry with
+    :attr:`~ScriptRegistry.problems` (all or nothing), naming every broken file."""
     require_sync(client, "deploy")
+    refused = problems_error(
+        reg.problems, refusing="nothing checked" if check else "nothing deployed"
+    )
+    if refused is not None:
+        raise refused
     if not len(reg):
         where = Path(directory) if directory is not None else Path(lock_path).parent
         raise ScriptError(

@@ -1,7 +1,9 @@
 """Scripts that cannot be used, collected so that one run reports all of them.
 
 A directory with 63 scripts and three broken ones gets one error naming the three (each
-with its reason), not three runs that each name the next one.
+with its reason), not three runs that each name the next one. The error is one line (the
+problems joined by ``; ``), as every luapipe message is, so a deploy log or a CI summary
+that keeps the first line of stderr keeps all of them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
 
-__all__ = ["ScriptProblem", "raise_problems"]
+__all__ = ["ScriptProblem", "problems_error", "raise_problems"]
 
 
 @dataclass(frozen=True)
@@ -33,16 +35,27 @@ class ScriptProblem:
         return self.message
 
 
-def raise_problems(problems: Iterable[ScriptProblem]) -> None:
-    """Raise nothing for no problem, the problem's own error for one, and one error listing
-    every problem (one line each, sorted by file) for several."""
+def problems_error(problems: Iterable[ScriptProblem], *, refusing: str = "") -> ScriptError | None:
+    """None for no problem, the problem's own error for one, and one error listing every
+    problem (sorted by file, joined by ``; `` on one line) for several.
+
+    ``refusing`` (e.g. ``"nothing loaded"``) heads the message: what was refused because of
+    the problems; the error then always counts them."""
     found = sorted(problems, key=lambda p: (p.path, p.line or 0))
     if not found:
-        return
-    if len(found) == 1:
-        raise found[0].error
-    lines = "\n".join(f"  {p.message}" for p in found)
-    message = f"{len(found)} scripts cannot be used:\n{lines}"
+        return None
+    if len(found) == 1 and not refusing:
+        return found[0].error
+    listed = "; ".join(p.message for p in found)
+    count = "1 script cannot be used" if len(found) == 1 else f"{len(found)} scripts cannot be used"
+    message = f"{refusing}: {count}: {listed}" if refusing else f"{count}: {listed}"
     if all(isinstance(p.error, ScriptSyntaxError) for p in found):
-        raise ScriptSyntaxError(message, path=found[0].path, line=found[0].line)
-    raise ScriptError(message)
+        return ScriptSyntaxError(message, path=found[0].path, line=found[0].line)
+    return ScriptError(message)
+
+
+def raise_problems(problems: Iterable[ScriptProblem]) -> None:
+    """Raise :func:`problems_error` of ``problems`` if there is one."""
+    error = problems_error(problems)
+    if error is not None:
+        raise error

@@ -171,9 +171,11 @@ class ScriptRegistry:
     def load(self, client: Any) -> Any:
         """SCRIPT LOAD every script on every node (one round trip each); {name: sha}.
 
-        With a ``redis.asyncio`` client this returns a coroutine.
+        All or nothing: a lenient registry with :attr:`problems` loads nothing and raises
+        one error naming every broken file. With a ``redis.asyncio`` client this returns a
+        coroutine.
         """
-        return self._run(load_steps(list(self), self.known), client)
+        return self._run(load_steps(list(self), self.known, self._problems), client)
 
     @overload
     def status(self, client: AsyncClient) -> Coroutine[Any, Any, list[NodeStatus]]: ...
