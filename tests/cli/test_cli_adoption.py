@@ -56,6 +56,15 @@ def test_list_shows_every_script_marks_the_broken_and_exits_1(tmp_path: Path) ->
     ]
 
 
+def test_list_escapes_a_control_character_in_the_name_column(tmp_path: Path) -> None:
+    (tmp_path / "ok.lua").write_text("return 1\n")
+    (tmp_path / "evil\x1b[2J.lua").write_text("return 1\n")  # would clear the terminal
+    res = run("scripts", "list", "--dir", str(tmp_path))
+    assert res.exit_code == 1 and "\x1b" not in res.stdout
+    shown = "evil\\x1b[2J"
+    assert res.stdout.splitlines()[0].startswith(f"{shown:<20} BROKEN ")
+
+
 def test_list_of_good_scripts_exits_0(tmp_path: Path) -> None:
     d = _team_dir(tmp_path)
     (d / "broken.lua").unlink()

@@ -57,6 +57,30 @@ def test_every_bad_file_is_reported_in_one_error_with_its_reason(tmp_path: Path)
     assert len(problems) == 4
 
 
+@pytest.mark.parametrize(
+    ("file", "name", "reason"),
+    [
+        (".lua", "", "it is empty"),
+        ("..lua", ".", "'.' is not allowed (it reads as a path)"),
+        ("....lua", "...", "'..' is not allowed (it reads as a path)"),
+    ],
+)
+def test_a_file_name_that_is_no_script_name_is_refused_with_its_reason(
+    tmp_path: Path, file: str, name: str, reason: str
+) -> None:
+    (tmp_path / "good.lua").write_text("return 1\n")
+    (tmp_path / file).write_text("return 1\n")
+    reg = ScriptRegistry.from_directory(tmp_path, strict=False)
+    assert reg.names() == ["good"]
+    assert [(p.name, p.message) for p in reg.problems] == [
+        (
+            name,
+            f"{tmp_path / file}: invalid script name {name!r}: {reason} (names may hold "
+            "letters, digits, '_', '-' and '.')",
+        )
+    ]
+
+
 def test_one_bad_file_keeps_its_own_error_class_and_line(tmp_path: Path) -> None:
     (tmp_path / "good.lua").write_text("return 1\n")
     (tmp_path / "broken.lua").write_text("-- @key k\n\nreturn = 1\n")

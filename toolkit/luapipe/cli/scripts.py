@@ -15,7 +15,7 @@ from luapipe.errors import LuapipeError, mask_url
 from luapipe.scripts.deploy import LOCK_NAME, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
-from luapipe.scripts.script import LuaScript
+from luapipe.scripts.script import LuaScript, one_line
 from luapipe.wire.connect import resolve_url
 
 __all__ = ["COMMANDS"]
@@ -39,9 +39,9 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
     if as_json:
         common.emit_json(rows)
     else:
-        width = common.name_width(row["name"] for row in rows)
+        width = common.name_width(one_line(row["name"]) for row in rows)
         for row in rows:
-            click.echo(f"{row['name']:<{width}} {_list_text(row)}")
+            click.echo(f"{one_line(row['name']):<{width}} {_list_text(row)}")
         if reg.problems:
             n = len(reg.problems)
             click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)

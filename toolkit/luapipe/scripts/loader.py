@@ -30,7 +30,7 @@ import jinja2
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
 from luapipe.scripts.problems import ScriptProblem, raise_problems
-from luapipe.scripts.script import LuaScript, parse_header
+from luapipe.scripts.script import LuaScript, name_of_file, parse_header
 
 __all__ = ["DirectoryScan", "discover", "is_template", "load_file", "scan"]
 
@@ -76,7 +76,7 @@ def load_file(path: Path, env: jinja2.Environment | None = None) -> LuaScript:
     except jinja2.TemplateError as exc:
         raise ScriptError(f"{path}: template error: {exc}") from None
     return LuaScript.from_source(
-        path.stem,
+        name_of_file(path),
         rendered,
         path=str(path),
         line_map=_line_map(script.source, rendered, env),
@@ -117,7 +117,7 @@ def scan(directory: str | Path) -> DirectoryScan:
         try:
             scripts.append(load_file(p, env))
         except ScriptError as exc:
-            problems.append(ScriptProblem.of(p.stem, str(p), exc))
+            problems.append(ScriptProblem.of(name_of_file(p), str(p), exc))
     return DirectoryScan(tuple(scripts), tuple(problems))
 
 

@@ -32,7 +32,15 @@ from luapipe.errors import CallArgumentError, ScriptError
 from luapipe.scripts.header import Param, Signature, parse_header
 from luapipe.wire.replies import Value
 
-__all__ = ["LuaScript", "Param", "Value", "parse_header", "script_name_problem", "validate_name"]
+__all__ = [
+    "LuaScript",
+    "Param",
+    "Value",
+    "name_of_file",
+    "parse_header",
+    "script_name_problem",
+    "validate_name",
+]
 
 #: An identifier (operation names and ``@key``/``@arg`` names); script names are freer.
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -46,7 +54,9 @@ def script_name_problem(name: str) -> str | None:
         return "it is empty"
     if "/" in name or "\\" in name:
         return "a path separator is not allowed"
-    if ".." in name or name == ".":
+    if name == ".":
+        return "'.' is not allowed (it reads as a path)"
+    if ".." in name:
         return "'..' is not allowed (it reads as a path)"
     for c in name:
         if c.isspace():
@@ -54,6 +64,13 @@ def script_name_problem(name: str) -> str | None:
         if unicodedata.category(c) in ("Cc", "Cf"):
             return f"the control character {c!r} is not allowed"
     return None
+
+
+def name_of_file(path: str | Path) -> str:
+    """The script name of a file: its name without ``.lua`` (``.lua`` alone is the empty
+    name, refused; ``Path.stem`` would call it ``.lua``)."""
+    name = Path(path).name
+    return name[: -len(".lua")] if name.endswith(".lua") else Path(path).stem
 
 
 def one_line(text: str) -> str:
@@ -141,7 +158,7 @@ class LuaScript:
         except UnicodeDecodeError as exc:
             line = data[: exc.start].count(b"\n") + 1
             raise ScriptError(f"{p}:{line}: not valid UTF-8 (byte {exc.start})") from None
-        return cls.from_source(p.stem, text, path=str(p))
+        return cls.from_source(name_of_file(p), text, path=str(p))
 
     @property
     def read_only(self) -> bool:
