@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from luapipe.bench.server import ServerProcess
-from luapipe.errors import CallArgumentError, ScriptError, ScriptSyntaxError
+from luapipe.errors import CallArgumentError, ScriptError, ScriptSyntaxError, UnknownScriptError
 from luapipe.scripts.deploy import LOCK_NAME, deploy
 from luapipe.scripts.header import Param, Signature, parse_header
 from luapipe.scripts.loader import discover, scan
@@ -277,3 +277,36 @@ def test_optional_and_zero_or_more_calls_reach_the_server(r: redis.Redis, tmp_pa
     with pytest.raises(CallArgumentError, match=r"takes 0 to 1 args \(\[default\]\), got 2$"):
         reg.call(r, "get_or", keys=["k"], args=["d", "extra"])
     assert calls(r, "evalsha") == 0 and calls(r, "eval") == 0
+
+
+# -- keys and args as register_script code passes them ------------------------------------
+
+
+def test_keys_and_args_as_register_script_takes_them(
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """None is no values (redis-py's default); any iterable is its items; a str or bytes is
+    refused, not sent character by character (b"ab" would send 97 and 98)."""
+    reg = ScriptRegistry([LuaScript.from_source("echo", "return {#KEYS, #ARGV, ARGV[1]}\n")])
+    client = driver.redis(redis_server.port)
+    assert driver.run(reg.call(client, "echo", keys=None, args=None)) == [0, 0]
+    assert driver.run(reg.call(client, "echo", keys=iter(["k"]), args={"x": 1})) == [1, 1, b"x"]
+    reset_stats(r)
+    for bad, shown in (("ab", "str 'ab'; write ['ab'] for one value"), (b"ab", "bytes b'ab'")):
+        for how in ("call", "pipeline"):
+            with pytest.raises(CallArgumentError) as info:
+                if how == "call":
+                    driver.run(reg.call(client, "echo", args=bad))
+                else:
+                    driver.run(reg.pipeline(client).call("echo", args=bad).execute())
+            assert str(info.value).startswith(
+                f"script 'echo': args must be a list of values, got {shown}"
+            )
+    with pytest.raises(
+        CallArgumentError,
+        match=r"^script 'echo': keys must be a list of values, got int 5; nothing was sent$",
+    ):
+        driver.run(reg.call(client, "echo", keys=5))
+    with pytest.raises(UnknownScriptError, match="a script name is a str, got NoneType None"):
+        driver.run(reg.call(client, None))  # type: ignore[arg-type]
+    assert calls(r, "evalsha") == 0  # nothing refused was sent

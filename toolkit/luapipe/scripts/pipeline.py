@@ -42,7 +42,7 @@ from luapipe.scripts.protocol import (
     exec_item,
     raise_first,
 )
-from luapipe.scripts.script import LuaScript
+from luapipe.scripts.script import LuaScript, call_values
 from luapipe.wire import drivers
 from luapipe.wire.clients import is_cluster, require_async_client
 from luapipe.wire.policy import RetryPolicy
@@ -93,8 +93,8 @@ class EntryQueue:
     def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
         """Queue a script call; counts are checked now, before anything is sent."""
         script = self.registry[name]
-        keys_t: tuple[Value, ...] = tuple(keys)
-        args_t: tuple[Value, ...] = tuple(args)
+        keys_t: tuple[Value, ...] = tuple(call_values(name, "keys", keys))
+        args_t: tuple[Value, ...] = tuple(call_values(name, "args", args))
         script.check_call(keys_t, args_t)
         self._entries.append(ScriptCall(script, keys_t, args_t))
         return self

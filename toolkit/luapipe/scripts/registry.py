@@ -47,7 +47,7 @@ from luapipe.scripts.loader import scan
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import KnownScripts, ScriptCall
-from luapipe.scripts.script import LuaScript, Value
+from luapipe.scripts.script import LuaScript, Value, call_values
 from luapipe.wire import aio, drivers, sync
 from luapipe.wire.clients import (
     AsyncClient,
@@ -140,6 +140,12 @@ class ScriptRegistry:
             return self._scripts[name]
         except KeyError:
             pass
+        except TypeError:  # unhashable
+            pass
+        if not isinstance(name, str):
+            raise UnknownScriptError(
+                f"a script name is a str, got {type(name).__name__} {name!r:.40}"
+            )
         for problem in self._problems:
             if problem.name == name:
                 raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
@@ -237,6 +243,10 @@ class ScriptRegistry:
         kind = _KINDS.get(client.__class__)
         if kind is None:
             kind = _KINDS[client.__class__] = _kind_of(client)
+        if keys.__class__ not in _SEQUENCES:
+            keys = call_values(name, "keys", keys)
+        if args.__class__ not in _SEQUENCES:
+            args = call_values(name, "args", args)
         if kind >= _ASYNC:
             return self._call_async(client, name, keys, args, kind)
         script = self[name]
@@ -311,6 +321,7 @@ def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
 
 
 _SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER = range(4)
+_SEQUENCES = frozenset({list, tuple})
 _KINDS: dict[type, int] = {}
 
 

@@ -25,6 +25,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from redis.exceptions import DataError
 
@@ -36,6 +37,7 @@ __all__ = [
     "LuaScript",
     "Param",
     "Value",
+    "call_values",
     "name_of_file",
     "parse_header",
     "script_name_problem",
@@ -206,6 +208,30 @@ def _check_count(name: str, params: tuple[Param, ...] | None, n: int, noun: str)
 
 
 _PLAIN = frozenset({str, bytes, int, float})
+_SEQUENCES = frozenset({list, tuple})
+_TEXT = (str, bytes, bytearray, memoryview)
+
+
+def call_values(name: str, kind: str, values: Any) -> Sequence[Value]:
+    """``keys`` or ``args`` of a call: a list or tuple as it is, None as none (as redis-py's
+    ``register_script`` takes them), another iterable as a tuple. A str or bytes is refused
+    (iterating ``"ab"`` would send ``a`` and ``b``, iterating ``b"ab"`` the numbers 97 and
+    98), and so is a value that is not iterable."""
+    if values.__class__ in _SEQUENCES:
+        return values
+    if values is None:
+        return ()
+    shown = repr(values) if len(repr(values)) <= 40 else repr(values)[:37] + "..."
+    hint = f"; write [{shown}] for one value" if isinstance(values, _TEXT) else ""
+    if not isinstance(values, _TEXT):
+        try:
+            return tuple(values)
+        except TypeError:
+            pass
+    raise CallArgumentError(
+        f"script {name!r}: {kind} must be a list of values, got {type(values).__name__} "
+        f"{shown}{hint}; nothing was sent"
+    )
 
 
 def _check_values(name: str, kind: str, values: Sequence[object]) -> None:
