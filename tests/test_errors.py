@@ -207,6 +207,15 @@ def case_busy_transaction(env: Env) -> tuple[BaseException, BaseException]:
         return _raised(ours), _raised(theirs)
 
 
+def test_busy_at_a_transaction_names_busy_once(env: Env) -> None:
+    ours, _ = case_busy_transaction(env)
+    assert str(ours) == (
+        "transaction aborted, nothing was applied: EXECABORT Transaction discarded because "
+        "of: BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+        "NOSAVE."
+    )
+
+
 def case_permission_denied(env: Env) -> tuple[BaseException, BaseException]:
     env.admin.execute_command("ACL", "SETUSER", "nosc", "on", ">pw", "~*", "+@all", "-evalsha")
     try:

@@ -384,7 +384,8 @@ def _aborted(exec_reply: ReplyError, queued: Sequence[Any]) -> LuapipeError:
     EXECABORT's."""
     errors = [q for q in queued if isinstance(q, ReplyError)]
     cause = translate(ResponseError(errors[0].text if errors else exec_reply.text))
-    detail = f" ({errors[0].text})" if errors else ""
+    # Redis 7 names the first refusal in EXECABORT's text already: say it once
+    detail = f" ({errors[0].text})" if errors and errors[0].text not in exec_reply.text else ""
     message = f"transaction aborted, nothing was applied: {exec_reply.text}{detail}"
     return type(cause)(message, status_code=getattr(cause, "status_code", None))
 
