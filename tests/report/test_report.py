@@ -174,6 +174,47 @@ def test_report_command_fails_in_one_line_on_a_bad_file(tmp_path: Path) -> None:
     assert "not a luapipe results file" in run.output
 
 
+def test_report_renders_a_file_without_optional_fields_or_with_odd_manifest_parts(
+    tmp_path: Path,
+) -> None:
+    """Fields the checks call optional may be absent, and the environment table takes what
+    it can (it printed a Jinja2 traceback for a missing model_error_pct)."""
+    rec = record()
+    del rec["model_error_pct"]
+    data = result(rec)
+    data["manifest"].update(machine="x", libraries=5)
+    data["manifest"]["redis"]["config"] = "x"
+    del data["calibration"][0]["error_pct"]
+    src = tmp_path / "results.json"
+    src.write_text(json.dumps(data))
+    out = tmp_path / "out.html"
+    run = CliRunner().invoke(main, ["report", str(src), "--html", str(out)])
+    assert run.exit_code == 0 and "error" not in run.stderr, run.output
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_report_turns_a_template_failure_into_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shape no check covers that fails inside the template is one line too."""
+    import jinja2
+
+    import luapipe.report
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise jinja2.UndefinedError("'dict object' has no attribute 'x'")
+
+    src = tmp_path / "results.json"
+    write_json(result(record()), src)
+    monkeypatch.setattr(luapipe.report, "write_html", broken)
+    run = CliRunner().invoke(main, ["report", str(src), "--html", str(tmp_path / "o.html")])
+    assert run.exit_code == 1
+    assert run.stderr == (
+        f"error: {src}: cannot render it (UndefinedError: 'dict object' has no attribute 'x'); "
+        "is it a file that `luapipe bench --json` wrote?\n"
+    )
+
+
 def test_charts_follow_the_dimensions_measured() -> None:
     one = render_html(result(record(), record(form="script", rtt_ms_nominal=1.0)))
     assert "throughput vs RTT" in one and "throughput vs clients" not in one

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from jinja2 import TemplateError
 
 from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError
@@ -303,7 +304,7 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
     data = load_results(results)  # checks the fields the renderers read
     try:
         _finish(data, None, csv_path, html_path)
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, TemplateError) as exc:
         # a shape the checks do not cover (inside calibration, crossovers...): one line
         raise LuapipeError(
             f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "

@@ -157,8 +157,8 @@ def render_table(result: dict[str, Any]) -> str:
         lines.append(
             "RTT calibration (PING): "
             + ", ".join(
-                f"{c['rtt_ms_nominal']:g} ms -> {c['rtt_ms_measured']:.3f} ms "
-                f"({c['error_pct']:+.1f}%)"
+                f"{c['rtt_ms_nominal']:g} ms -> {c['rtt_ms_measured']:.3f} ms"
+                + (f" ({c['error_pct']:+.1f}%)" if c.get("error_pct") is not None else "")
                 for c in cals
             )
         )
