@@ -94,15 +94,19 @@ def test_load_and_deploy_stay_all_or_nothing(
 def test_calls_of_good_scripts_with_odd_names(
     tmp_path: Path, r: redis.Redis, redis_server: ServerProcess
 ) -> None:
-    d = _team_dir(tmp_path)
-    (d / "broken.lua").unlink()
-    (d / "bad name.lua").unlink()
+    d = _team_dir(tmp_path)  # with two broken scripts: they do not stop the good ones
     url = f"redis://{redis_server.host}:{redis_server.port}/0"
     res = run("scripts", "call", "addJob-9", "-k", "q", "--dir", str(d), "--url", url)
     assert (res.exit_code, res.stdout) == (0, "1\n")
     res = run("scripts", "call", "addJob-9", "-k", "q", "-a", "1", "-a", "2", "--dir", str(d))
     assert res.exit_code == 1
     assert "script 'addJob-9' takes 0 to 1 args ([id]), got 2" in res.stderr
+    res = run("scripts", "call", "broken", "--dir", str(d), "--url", url)
+    assert (res.exit_code, res.stdout) == (1, "")
+    assert res.stderr == (
+        f"error: script 'broken' cannot be used: {d / 'broken.lua'}:1: Lua syntax error: "
+        "unexpected symbol near '='\n"
+    )
 
 
 def test_lint_reports_unreadable_files_and_luacheck_codes(tmp_path: Path) -> None:
