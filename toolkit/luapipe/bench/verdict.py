@@ -61,6 +61,8 @@ def recommendations(
                 alternative=None,
                 ratio=None,
                 ratio_interval=None,
+                ratio_rounds=None,
+                ratio_coverage=None,
                 main_reason="too few samples",
             )
         out.append(rec.as_dict())

@@ -91,7 +91,9 @@ def _versus(rec: dict[str, Any]) -> tuple[str, str]:
     else:
         text = f"{_x(float(ratio))} the throughput of {alt}"
     iv = rec.get("ratio_interval")
-    interval = f"95%: {float(iv[0]):.3g}-{_x(float(iv[1]))}" if iv and None not in iv else ""
+    cover = rec.get("ratio_coverage")
+    pct = f"{float(cover):.0%}" if cover is not None else "95%"
+    interval = f"{pct}: {float(iv[0]):.3g}-{_x(float(iv[1]))}" if iv and None not in iv else ""
     return text, interval
 
 
