@@ -25,6 +25,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from redis.exceptions import DataError
 
@@ -152,6 +153,20 @@ class LuaScript:
     def checked(self) -> bool:
         """Whether the header declares keys/args (so calls are checked before sending)."""
         return self.keys is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The script as ``scripts list --json`` prints it (declared keys and args by their
+        display names; None where the header declares none, so calls are unchecked)."""
+        return {
+            "name": self.name,
+            "sha": self.sha,
+            "keys": None if self.keys is None else [p.display for p in self.keys],
+            "args": None if self.args is None else [p.display for p in self.args],
+            "flags": list(self.flags),
+            "path": self.path,
+            "description": self.description,
+            "problem": None,
+        }
 
     def file_line(self, line: int) -> str:
         """``path:line`` in the file for a line number of the sent source."""
