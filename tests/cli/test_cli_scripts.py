@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 
-from ..conftest import ROOT, SCRIPTS_DIR
+from ..conftest import SCRIPTS_DIR
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -207,16 +207,6 @@ def test_installed_console_script_has_no_traceback(tmp_path: Path) -> None:
         proc.stderr.strip()
         == f"error: {tmp_path / 'bad.lua'}:1: Lua syntax error: unexpected symbol near '='"
     )
-
-
-def test_every_command_is_documented_in_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = []
-    for name, cmd in main.commands.items():
-        sub = getattr(cmd, "commands", None)
-        names = [f"luapipe {name} {s}" for s in sub] if sub else [f"luapipe {name}"]
-        missing += [n for n in names if n not in readme]
-    assert not missing, f"undocumented in README.md: {missing}"
 
 
 def test_committed_lock_file_matches_the_bundled_scripts() -> None:
