@@ -213,6 +213,14 @@ def test_the_two_transports_and_drivers_expose_the_same_methods() -> None:
     assert set(inspect.signature(drivers.drive).parameters) == set(
         inspect.signature(drivers.drive_async).parameters
     )
+    for twin, atwin in ((sync.Session, aio.AsyncSession), (drivers.Driver, drivers.AsyncDriver)):
+        for name in public(twin) - _DUNDERS:
+            if callable(getattr(twin, name)):  # the same parameters, name for name
+                params = inspect.signature(getattr(twin, name)).parameters
+                aparams = inspect.signature(getattr(atwin, name)).parameters
+                assert [(p.name, p.kind) for p in params.values()] == [
+                    (p.name, p.kind) for p in aparams.values()
+                ], f"{twin.__name__}.{name}"
 
 
 def _luapipe_names(exc: BaseException) -> set[str]:
