@@ -67,6 +67,9 @@ class Recommendation:
     alternative: str | None = None
     ratio: float | None = None
     ratio_interval: tuple[float, float] | None = None
+    beats: str | None = None  # the best form at stake it clearly beats (past any tie)
+    beats_ratio: float | None = None
+    beats_ratio_interval: tuple[float, float] | None = None
     ratio_rounds: int | None = None  # paired rounds the ratio comes from
     ratio_coverage: float | None = None  # of ratio_interval (median of the rounds' ratios)
     rule: str = ""  # when a form beats another here, in words

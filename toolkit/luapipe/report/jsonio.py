@@ -66,6 +66,8 @@ renders)::
         "tied_with", "tie_within_pct", "tie_break", "noise_threshold_pct",
         "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake:
                                      # the median round's ratio, the interval of that median
+        "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it clearly
+                                     # beats, past the tie (null: none)
         "ratio_rounds", "ratio_coverage", "rule",  # paired rounds, the interval's coverage,
                                      # when a form beats another, in words
         "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",
