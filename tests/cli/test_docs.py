@@ -27,9 +27,7 @@ COMMANDS = dict(_commands(main, ("luapipe",)))
 
 
 def test_the_walk_finds_nested_commands() -> None:
-    assert {"luapipe", "luapipe scripts", "luapipe scripts list", "luapipe bench"} <= set(
-        COMMANDS
-    )
+    assert {"luapipe", "luapipe scripts", "luapipe scripts list", "luapipe bench"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("path", sorted(COMMANDS))
