@@ -7,15 +7,16 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test demo generate deps server-deps venv lint typecheck pytest clean
 
-## System packages: redis-server and redis-cli, and luacheck (Debian lua-check) for
-## `scripts lint`, installed if missing.
+## System packages: redis-server and redis-cli, and luacheck (Debian lua-check, which runs on
+## lua5.1, Redis's Lua) for `scripts lint`, installed if missing.
 server-deps:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
-	    || ! command -v luacheck >/dev/null; then \
+	    || ! command -v lua5.1 >/dev/null || ! command -v luacheck >/dev/null; then \
 	  if command -v apt-get >/dev/null; then \
-	    echo "installing redis-server redis-tools lua-check with apt-get"; \
+	    echo "installing redis-server redis-tools lua5.1 lua-check with apt-get"; \
 	    $(SUDO) apt-get update -qq && \
-	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools lua-check; \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      redis-server redis-tools lua5.1 lua-check; \
 	  else \
 	    echo "error: install Redis 7 (redis-server, redis-cli) and luacheck first" >&2; exit 1; \
 	  fi; \

@@ -26,6 +26,7 @@ PINNED = [
     "LuapipeError",
     "Mismatch",
     "NodeStatus",
+    "OpError",
     "Operation",
     "OutcomeUnknown",
     "Param",
@@ -153,3 +154,19 @@ def test_runtime_all_is_sorted_unique_pinned_and_importable() -> None:
     assert luapipe.runtime.__all__ == RUNTIME_PINNED
     for name in luapipe.runtime.__all__:
         assert callable(getattr(luapipe.runtime, name)), name
+
+
+def test_every_exception_a_user_can_catch_lives_in_errors_py() -> None:
+    """What luapipe and its generated-code ABI export that can be raised is defined in
+    luapipe.errors (documented in its tree, caught under LuapipeError)."""
+    import luapipe.errors
+    import luapipe.runtime
+
+    for module in (luapipe, luapipe.runtime):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, BaseException):
+                assert value.__module__ == "luapipe.errors", f"{module.__name__}.{name}"
+                assert issubclass(value, luapipe.LuapipeError), name
+                assert name in luapipe.errors.__all__, name
+                assert name in (luapipe.errors.__doc__ or ""), f"{name} not in the error tree"

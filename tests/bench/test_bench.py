@@ -340,8 +340,8 @@ def test_the_report_says_where_the_model_is_off() -> None:
     ]
     (note,) = model_notes(recs, 6.5)
     assert note.startswith(
-        "The model is off by more than 15% at 0 ms RTT for 1 of 2 records (-22% to -22%; "
-        "worst op script); at 1 ms RTT for 2 of 2 records (-31% to +18%; worst op naive)."
+        "The model is off by more than 15% at 0 ms RTT for 1 of 2 records (-22%; "
+        "op script); at 1 ms RTT for 2 of 2 records (-31% to +18%; worst op naive)."
     )
     assert "load average 6.5" in note
     assert model_notes(recs[:1], 1.0) == []

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from luapipe.bench.intervals import NOISE_PCT, mean_interval, ratio_of, t975
+from luapipe.bench.intervals import NOISE_PCT, mean_interval, median_cut, ratio_of, t975
 from luapipe.bench.recommend import recommend
 from luapipe.bench.verdict import recommendations
 
@@ -54,6 +54,28 @@ def test_t_quantiles_and_intervals() -> None:
     x = ratio_of([200, 220, 180], [100, 110, 90])  # exactly 2x in every round
     assert x is not None and (x.value, x.lo, x.hi) == pytest.approx((2.0, 2.0, 2.0))
     assert x.beats() and not ratio_of([104, 104], [100, 100]).beats()  # type: ignore[union-attr]
+
+
+def test_the_ratio_interval_is_the_sign_test_interval_of_the_median_round() -> None:
+    # the distribution-free interval of a median (any statistics table): ranks (k, n - k + 1)
+    assert median_cut(5) == (1, pytest.approx(0.9375))  # 5 rounds: the whole range, 94%
+    assert median_cut(10) == (2, pytest.approx(0.978515625))  # 2nd to 9th of 10
+    assert median_cut(20) == (6, pytest.approx(0.958610534))  # 6th to 15th of 20
+    x = ratio_of([3.0, 1.0, 2.0, 5.0, 4.0], [1.0] * 5)
+    assert x is not None and (x.value, x.lo, x.hi, x.coverage) == pytest.approx((3, 1, 5, 0.9375))
+
+
+def test_one_disturbed_round_on_each_side_cannot_flip_the_verdict() -> None:
+    """A stall that hit only one form in a round: the mean of the log ratios (a t interval)
+    calls 2x a tie here; the median of the rounds does not care how far the stall went."""
+    script = [200.0] * 8 + [10.0, 2000.0]  # round 9: a stall hit script; round 10: the other
+    transaction = [100.0] * 10
+    x = ratio_of(script, transaction)
+    assert x is not None and x.value == pytest.approx(2.0) and x.beats()
+    assert (x.lo, x.hi) == pytest.approx((2.0, 2.0))
+    # two rounds against it out of ten is no longer "9 of 10": a tie
+    y = ratio_of([200.0] * 8 + [10.0, 10.0], transaction)
+    assert y is not None and not y.beats() and not y.loses()
 
 
 def test_an_atomic_winner_is_compared_with_the_best_atomic_alternative_never_naive() -> None:

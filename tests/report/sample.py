@@ -89,6 +89,10 @@ def _recommendation(op: str, rtt: float, clients: int, *, rcw: bool) -> dict[str
         "alternative": "function" if tie else stake[0],
         "ratio": 1.01 if tie else 1.93,
         "ratio_interval": [0.97, 1.04] if tie else [1.81, 2.05],
+        "beats": stake[0] if tie else None,
+        "beats_ratio": 1.72 if tie else None,
+        "beats_ratio_interval": [1.55, 1.9] if tie else None,
+        "ratio_coverage": 0.978 if tie else None,
         "non_atomic": [
             {
                 "form": "pipelined",

@@ -250,6 +250,8 @@ def test_the_verdict_comes_first_with_the_choice_the_winner_or_tie_and_the_reaso
     assert f"<h3>{LONG_OP}</h3>" in top and "<b>transaction vs script vs function</b>" in top
     assert "1.93x the throughput of transaction" in top and "(95%: 1.81-2.05x)" in top
     assert "tie within ±3.1%; tie-break: fewer moving parts" in top
+    # in a tie the card also says what the winner clearly beats, with that ratio's interval
+    assert "1.72x the throughput of transaction" in top and "(98%: 1.55-1.9x)" in top
     assert "1 round trip per call instead of 2" in top  # the one main reason
     assert "pipelined: 1.1x the winner&#39;s throughput, no lost update seen in 64 cases" in top
     assert "pipelined would be 1.1x the throughput of script, but lost 12 updates" in top

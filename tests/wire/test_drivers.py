@@ -20,6 +20,7 @@ import redis.cluster
 from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import ServerProcess, free_port
 from luapipe.errors import (
+    CallArgumentError,
     ConnectionFailed,
     CrossSlotError,
     OutcomeUnknown,
@@ -212,6 +213,14 @@ def test_the_two_transports_and_drivers_expose_the_same_methods() -> None:
     assert set(inspect.signature(drivers.drive).parameters) == set(
         inspect.signature(drivers.drive_async).parameters
     )
+    for twin, atwin in ((sync.Session, aio.AsyncSession), (drivers.Driver, drivers.AsyncDriver)):
+        for name in public(twin) - _DUNDERS:
+            if callable(getattr(twin, name)):  # the same parameters, name for name
+                params = inspect.signature(getattr(twin, name)).parameters
+                aparams = inspect.signature(getattr(atwin, name)).parameters
+                assert [(p.name, p.kind) for p in params.values()] == [
+                    (p.name, p.kind) for p in aparams.values()
+                ], f"{twin.__name__}.{name}"
 
 
 def _luapipe_names(exc: BaseException) -> set[str]:
@@ -292,3 +301,32 @@ def test_transport_errors_keep_redis_py_s_cause(driver: Driver, reg: ScriptRegis
     with pytest.raises(ConnectionFailed) as raised:
         driver.run(reg.call(c, "counted", ["k"], [1]))
     assert isinstance(raised.value.__cause__, redis.exceptions.ConnectionError | OSError)
+
+
+@pytest.mark.cluster
+def test_send_each_answers_each_part_with_its_replies_or_its_error(
+    driver: Driver, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster
+) -> None:
+    """``SendEach`` (routing's table): per part its replies, or the LuapipeError it raised,
+    so one node's failure never hides what the others did. Part 2 cannot be packed
+    (CallArgumentError after its node's session is open); part 3's node is not in the slot
+    map (ConnectionFailed before its session opens). Part 1 ran and is answered."""
+    from luapipe.wire.routing import Nodes, Send, SendEach, Steps
+
+    def steps() -> Steps[list[Any]]:
+        nodes: list[str] = yield Nodes()
+        answers: list[Any] = yield SendEach(
+            (
+                Send([("ECHO", "one")], nodes[0]),
+                Send([("ECHO", None)], nodes[1]),
+                Send([("PING",)], "127.0.0.1:1"),
+            )
+        )
+        return answers
+
+    c = driver.cluster(cluster.ports[0])
+    run = drivers.drive if driver.name == "sync" else drivers.drive_async
+    first, second, third = driver.run(run(steps(), c))
+    assert first == [b"one"]
+    assert isinstance(second, CallArgumentError) and "nothing was sent" in str(second)
+    assert isinstance(third, ConnectionFailed) and "127.0.0.1:1" in str(third)

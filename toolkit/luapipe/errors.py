@@ -13,6 +13,8 @@
     ├── LockFileError            the deploy lock file is missing, unreadable or edited badly
     ├── ServerError              the server answered with an error (a redis ResponseError)
     │   ├── ScriptRuntimeError   a script raised an error (names the script's file:line)
+    │   │   └── OpError          a generated operation's own check failed in Python
+    │   │                        (OVERFLOW, FLOAT, DIVZERO, NOTINT), as its Lua twin raises
     │   ├── BusyError            the server is busy running a script (BUSY)
     │   ├── CrossSlotError       keys of one call hash to different cluster slots
     │   ├── ReadOnlyError        a write reached a read-only replica
@@ -87,6 +89,7 @@ __all__ = [
     "EnvironmentProblem",
     "LockFileError",
     "LuapipeError",
+    "OpError",
     "OutcomeUnknown",
     "PermissionDenied",
     "ReadOnlyError",
@@ -219,6 +222,11 @@ class ServerError(LuapipeError, rex.ResponseError):
 
 class ScriptRuntimeError(ServerError):
     """A script raised an error while running (message names file:line when known)."""
+
+
+class OpError(ScriptRuntimeError):
+    """An operation failed its own checks (OVERFLOW, FLOAT, DIVZERO, NOTINT) in Python
+    (a generated module's forms; ``luapipe.runtime.OpError``)."""
 
 
 class BusyError(ServerError):

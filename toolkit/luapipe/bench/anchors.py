@@ -188,7 +188,7 @@ def run_anchors(
     :func:`anchor_duration_s`)."""
     accuracy = ACCURACY_RTTS if accuracy_rtts is None else accuracy_rtts
     work = UpdateTokenWorkload(forms=("naive", "pipelined", "script"))
-    config = BenchConfig(duration_s=duration_s, warmup_s=0.3, rounds=4)
+    config = BenchConfig(duration_s=duration_s, warmup_s=0.3, rounds=6)
     per_point = len(work.forms) * (config.rounds + 1)
     steps = _Steps(progress, 3 + harness_tries + per_point * len(rtts_ms) + len(accuracy))
     steps.start(f"{pings:,} PINGs one by one, then pipelined (run 1 of 3)")
@@ -236,9 +236,10 @@ def _point(
     estimate, then, if a form still completed fewer than the verdict's minimum (a busy
     machine, a slow proxy), again for as long as the calls it did complete say it needs."""
     seconds = anchor_duration_s(config.rtts_ms[0], base_s)
-    for _ in range(POINT_TRIES):
+    for attempt in range(POINT_TRIES):
         point = replace(config, duration_s=seconds)
-        result = run_bench(url, [work], point, steps.bench(per_point))
+        # a longer run after the first was not in the estimate: its steps add to the total
+        result = run_bench(url, [work], point, steps.bench(per_point if attempt == 0 else 0))
         fewest = min(r.calls + r.errors for r in result.records)
         if fewest >= MIN_CALLS:
             break

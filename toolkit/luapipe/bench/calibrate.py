@@ -12,7 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Calibration", "DelayProxy", "calibrate", "measure_ping", "measure_ping_rtt_us"]
+__all__ = [
+    "Calibration",
+    "DelayProxy",
+    "PingProbe",
+    "calibrate",
+    "measure_ping",
+    "measure_ping_rtt_us",
+]
 
 
 class DelayProxy(Protocol):
@@ -24,30 +31,73 @@ class DelayProxy(Protocol):
     def set_delay(self, rtt_ms: float) -> None: ...
 
 
+def _pings(s: socket.socket, samples: int, warm: int) -> tuple[list[float], float]:
+    """``samples`` PINGs after ``warm`` discarded ones: round trips (s), client CPU (s)."""
+    times = []
+    cpu = 0.0
+    for i in range(samples + warm):
+        c0, t0 = time.thread_time(), time.perf_counter()
+        s.sendall(b"PING\r\n")
+        got = b""
+        while not got.endswith(b"\r\n"):
+            part = s.recv(64)
+            if not part:
+                raise ConnectionError("connection closed during PING")
+            got += part
+        if i >= warm:
+            times.append(time.perf_counter() - t0)
+            cpu += time.thread_time() - c0
+    return times, cpu
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    s = socket.create_connection((host, port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
 def measure_ping(
     host: str, port: int, samples: int = 200, *, mean: bool = False
 ) -> tuple[float, float]:
     """PING on a raw socket: (median round trip, or the mean with ``mean``; mean client CPU
     per PING), microseconds. The median calibrates the proxy; the mean, like the mean
     latency it is compared with, keeps the stalls of a busy machine."""
-    with socket.create_connection((host, port), timeout=10) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        times = []
-        cpu = 0.0
-        for i in range(samples + 5):
-            c0, t0 = time.thread_time(), time.perf_counter()
-            s.sendall(b"PING\r\n")
-            got = b""
-            while not got.endswith(b"\r\n"):
-                part = s.recv(64)
-                if not part:
-                    raise ConnectionError("connection closed during PING")
-                got += part
-            if i >= 5:
-                times.append(time.perf_counter() - t0)
-                cpu += time.thread_time() - c0
+    with _connect(host, port) as s:
+        times, cpu = _pings(s, samples, 5)
     typical = statistics.fmean(times) if mean else statistics.median(times)
     return typical * 1e6, cpu / samples * 1e6
+
+
+class PingProbe:
+    """Mean PING round trip and client CPU on kept-open raw sockets, one per address.
+
+    The benchmark probes the path beside every slice; a new connection per probe (through
+    the delay proxy: a handshake that costs round trips of its own) made the probe the
+    largest cost of a slice. A socket that fails is dropped and opened again next time.
+    """
+
+    def __init__(self) -> None:
+        self._socks: dict[tuple[str, int], socket.socket] = {}
+
+    def mean_us(self, host: str, port: int, samples: int) -> tuple[float, float]:
+        """(mean round trip, mean client CPU per PING) over ``samples`` PINGs, microseconds."""
+        addr = (host, port)
+        s = self._socks.get(addr)
+        fresh = s is None
+        if s is None:
+            s = self._socks[addr] = _connect(host, port)
+        try:
+            times, cpu = _pings(s, samples, 2 if fresh else 0)
+        except OSError:
+            self._socks.pop(addr, None)
+            s.close()
+            raise
+        return statistics.fmean(times) * 1e6, cpu / samples * 1e6
+
+    def close(self) -> None:
+        for s in self._socks.values():
+            s.close()
+        self._socks.clear()
 
 
 def measure_ping_rtt_us(host: str, port: int, samples: int = 200) -> float:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from luapipe.bench.compare import ATOMIC, MOVING_PARTS, Verdict, ratio
-from luapipe.bench.intervals import NOISE_PCT, Ratio
+from luapipe.bench.intervals import NOISE_PCT, Ratio, median_cut
 
-__all__ = ["CLUSTER", "QUESTIONS", "explain"]
+__all__ = ["CLUSTER", "QUESTIONS", "explain", "rule"]
 
 CLUSTER = {
     "script": "In Redis Cluster every key of the script must hash to one slot (use a {hash tag})"
@@ -43,6 +43,19 @@ def _ms(v: Any) -> str:
 
 def _interval(x: Ratio | None) -> str:
     return "" if x is None or x.rounds < 2 else f" ({_x(x.lo)} to {_x(x.hi)})"
+
+
+def rule(rounds: int) -> str:
+    """When one form beats another, in words, for ``rounds`` paired rounds."""
+    if rounds < 2:
+        return "one round only: no spread is known, a form wins only by its single ratio"
+    k, covered = median_cut(rounds)
+    need = rounds - k + 1
+    return (
+        f"a form beats another only when it was ahead by more than {NOISE_PCT:g}% in at least "
+        f"{need} of {rounds} paired rounds (the median round's ratio, its {covered:.0%} "
+        "interval)"
+    )
 
 
 def _compare(x: Ratio, other: str, open_loop: bool) -> str:
@@ -170,6 +183,12 @@ def explain(op: str, rtt: float, clients: int, v: Verdict) -> dict[str, Any]:
         "alternative": None if alt is None else str(alt["form"]),
         "ratio": None if x is None else x.value,
         "ratio_interval": None if x is None or x.rounds < 2 else (x.lo, x.hi),
+        "beats": None if cx is None or clear is None else str(clear["form"]),
+        "beats_ratio": None if cx is None else cx.value,
+        "beats_ratio_interval": None if cx is None or cx.rounds < 2 else (cx.lo, cx.hi),
+        "ratio_rounds": None if x is None else x.rounds,
+        "ratio_coverage": None if x is None or x.rounds < 2 else x.coverage,
+        "rule": rule(x.rounds) if x is not None else "",
         "non_atomic": tuple(non_atomic),
         "main_reason": main,
     }

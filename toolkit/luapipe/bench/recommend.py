@@ -9,8 +9,10 @@ For each (operation, RTT, clients) point the verdict answers the question actual
   function (plain commands in one round trip against server-side code).
 
 Forms are ranked by throughput (closed loop) or by p50 latency at the fixed rate (open
-loop, ``--rate``). One beats another only when the 95% interval of their per-round ratio
-clears :data:`~luapipe.bench.intervals.NOISE_PCT`; otherwise they tie, and the tie-break
+loop, ``--rate``). One beats another only when the interval of the median of their
+per-round ratios (:func:`~luapipe.bench.intervals.ratio_of`: ahead by more than
+:data:`~luapipe.bench.intervals.NOISE_PCT` in at least 9 of 10 rounds) clears the noise
+threshold; otherwise they tie, and the tie-break
 picks: atomic over non-atomic, then the form that survives a failover with fewer moving
 parts (transaction: nothing deployed; function: replicated and persisted; script: a
 per-node cache lost on restart or failover), then the lower server CPU. The headline
@@ -65,6 +67,12 @@ class Recommendation:
     alternative: str | None = None
     ratio: float | None = None
     ratio_interval: tuple[float, float] | None = None
+    beats: str | None = None  # the best form at stake it clearly beats (past any tie)
+    beats_ratio: float | None = None
+    beats_ratio_interval: tuple[float, float] | None = None
+    ratio_rounds: int | None = None  # paired rounds the ratio comes from
+    ratio_coverage: float | None = None  # of ratio_interval (median of the rounds' ratios)
+    rule: str = ""  # when a form beats another here, in words
     non_atomic: tuple[dict[str, Any], ...] = ()
     main_reason: str = ""
 

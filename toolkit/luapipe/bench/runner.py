@@ -2,7 +2,7 @@
 
 For each (RTT, clients, workload): every form is prepared (scripts loaded) and warmed up
 (discarded), then timed in ``rounds`` slices in ABAB order, each round starting one form
-later (over 5 rounds of 5 forms each form runs once in each position, so a load that comes
+later (over 10 rounds of 5 forms each form runs twice in each position, so a load that comes
 and goes with the position in a round does not favour one form). Each slice starts from a fresh
 keyspace, takes ``INFO commandstats`` before and after (server cost), runs the bystander
 probe beside it, and ends with the workload's invariant check.
@@ -25,6 +25,7 @@ import redis.cluster
 
 from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_cost
 from luapipe.bench.benchkeys import delete_run_keys
+from luapipe.bench.calibrate import PingProbe
 from luapipe.bench.loop import (
     Bystander,
     ClientPlan,
@@ -36,7 +37,7 @@ from luapipe.bench.loop import (
 from luapipe.bench.manifest import build_manifest, refuse_fake
 from luapipe.bench.patience import Events, patiently
 from luapipe.bench.results import BenchResult, Record
-from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate, measure_ping
+from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
 from luapipe.bench.summary import summarize
 from luapipe.bench.topology import (
     counting_for,
@@ -60,7 +61,7 @@ class BenchConfig:
     clients: tuple[int, ...] = (1,)
     duration_s: float = 2.0  # timed seconds per form at each (rtt, clients) point
     warmup_s: float = 0.3
-    rounds: int = 5  # interleaved rounds: the intervals and ties come from them
+    rounds: int = 10  # interleaved rounds: the intervals and ties come from them
     rate: float | None = None  # open loop: total calls per second
     bystander: bool = True
     bystander_interval_s: float = 0.002
@@ -100,6 +101,7 @@ class _Run:
         self.progress = progress
         self.done = 0
         self.guess_ms: dict[str, float] = {}
+        self.pings = PingProbe()
         forms = sum(len(self.forms(w)) for w in self.workloads)
         self.total = len(config.rtts_ms) * len(config.clients) * forms * (config.rounds + 1)
 
@@ -127,6 +129,7 @@ class _Run:
                     done(self.admin)
 
     def close(self) -> None:
+        self.pings.close()
         self.admin.close()
         if self.admin is not self.node_admin:
             self.node_admin.close()
@@ -160,7 +163,7 @@ class _Run:
         try:
             wire = self.probe(target) if timed else (0.0, 0.0)
             before = self.cost()
-            t0 = time.perf_counter() + (0.01 if client is not None else 0.25)
+            t0 = time.perf_counter() + (0.002 if client is not None else 0.25)
             rate = cfg.rate / clients if cfg.rate else None
             seed = cfg.seed + 7919 * round_no
             plans = [
@@ -200,13 +203,13 @@ class _Run:
         kw = self.node_admin.connection_pool.connection_kwargs
         direct = (str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379)))
         try:
-            d_rtt, _ = self.retry(partial(measure_ping, *direct, 20, mean=True), "probe")
+            d_rtt, d_cpu = self.retry(partial(self.pings.mean_us, *direct, 8), "probe")
             if (host, port) == direct:
-                rtt_us, cpu_us = d_rtt, _
+                rtt_us, cpu_us = d_rtt, d_cpu
             else:
                 guess = self.guess_ms.get(target, 1.0)
-                n = int(min(40, max(10, 15.0 / max(guess, 0.25))))
-                probe = partial(measure_ping, host, port, n, mean=True)
+                n = int(min(20, max(6, 6.0 / max(guess, 0.25))))
+                probe = partial(self.pings.mean_us, host, port, n)
                 rtt_us, cpu_us = self.retry(probe, "probe")
                 self.guess_ms[target] = rtt_us / 1e3
         except (OSError, redis.RedisError, LuapipeError):  # no probe this slice

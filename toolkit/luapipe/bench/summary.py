@@ -85,9 +85,12 @@ def model_notes(records: list[Record], load: float) -> list[str]:
         errs = [r.model_error_pct or 0.0 for r in here]
         worst = max(here, key=lambda r: abs(r.model_error_pct or 0.0))
         of = sum(r.rtt_ms_nominal == rtt for r in modelled)
+        lo, hi = f"{min(errs):+.0f}%", f"{max(errs):+.0f}%"
+        span = lo if lo == hi else f"{lo} to {hi}"
+        which = "worst " if len(here) > 1 else ""
         parts.append(
-            f"at {rtt:g} ms RTT for {len(here)} of {of} records ({min(errs):+.0f}% to "
-            f"{max(errs):+.0f}%; worst {worst.operation} {worst.form})"
+            f"at {rtt:g} ms RTT for {len(here)} of {of} records ({span}; "
+            f"{which}{worst.operation} {worst.form})"
         )
     return [
         f"The model is off by more than {MODEL_TOLERANCE_PCT:.0f}% "

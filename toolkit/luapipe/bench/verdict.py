@@ -61,6 +61,11 @@ def recommendations(
                 alternative=None,
                 ratio=None,
                 ratio_interval=None,
+                beats=None,
+                beats_ratio=None,
+                beats_ratio_interval=None,
+                ratio_rounds=None,
+                ratio_coverage=None,
                 main_reason="too few samples",
             )
         out.append(rec.as_dict())

@@ -209,7 +209,7 @@ def _finish(
 @click.option(
     "--rounds",
     type=click.IntRange(min=1),
-    default=5,
+    default=10,
     show_default=True,
     help="interleaved (ABAB) rounds; intervals and ties come from them",
 )
@@ -338,7 +338,7 @@ def demo(url: str | None, out: str, duration: float) -> None:
         n for n in ("reserve_stock", "rate_limit") if (catalogue_dir() / f"{n}.toml").exists()
     ]
     workloads = resolve_workloads(names)
-    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.1, rounds=5)
+    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.1, rounds=10)
     Path(out).mkdir(parents=True, exist_ok=True)
     with common.bench_server(url) as target:
         click.echo(f"benchmarking {', '.join(names)} at RTT 0, 0.25 and 1 ms", err=True)

@@ -15,7 +15,7 @@ from luapipe.errors import LuapipeError, mask_url
 from luapipe.scripts.deploy import LOCK_NAME, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
-from luapipe.scripts.script import LuaScript, one_line
+from luapipe.scripts.script import one_line
 from luapipe.wire.connect import resolve_url
 
 __all__ = ["COMMANDS"]
@@ -33,8 +33,8 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
     """List the scripts with their keys, args, flags and SHA (no server needed); a script
     that cannot be used is listed with its problem, and the exit code is then 1."""
     reg = common.registry(directory, strict=False)
-    rows: list[dict[str, Any]] = [_list_row(s) for s in reg]
-    rows += [{"name": p.name, "path": p.path, "problem": p.message} for p in reg.problems]
+    rows: list[dict[str, Any]] = [s.as_dict() for s in reg]
+    rows += [p.as_dict() for p in reg.problems]
     rows.sort(key=lambda row: row["name"])
     if as_json:
         common.emit_json(rows)
@@ -47,19 +47,6 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
             click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)
     if reg.problems:
         sys.exit(1)
-
-
-def _list_row(s: LuaScript) -> dict[str, Any]:
-    return {
-        "name": s.name,
-        "sha": s.sha,
-        "keys": None if s.keys is None else [p.display for p in s.keys],
-        "args": None if s.args is None else [p.display for p in s.args],
-        "flags": list(s.flags),
-        "path": s.path,
-        "description": s.description,
-        "problem": None,
-    }
 
 
 def _list_text(row: dict[str, Any]) -> str:
@@ -88,17 +75,7 @@ def scripts_lint(directory: str | None, targets: tuple[str, ...], as_json: bool)
         Path(directory) if directory else common.registry_dir(), targets=targets
     )
     if as_json:
-        common.emit_json(
-            [
-                {
-                    "location": i.location,
-                    "severity": i.severity,
-                    "code": i.code,
-                    "message": i.message,
-                }
-                for i in report.issues
-            ]
-        )
+        common.emit_json([i.as_dict() for i in report.issues])
     else:
         for issue in report.issues:
             click.echo(str(issue))
@@ -134,17 +111,7 @@ def scripts_status(directory: str | None, url: str | None, as_json: bool) -> Non
     """Which scripts each node has cached (exit 1 if any is missing)."""
     nodes = common.registry(directory).status(common.client(url))
     if as_json:
-        common.emit_json(
-            [
-                {
-                    "node": n.node,
-                    "scripts": [
-                        {"name": s.name, "sha": s.sha, "loaded": s.loaded} for s in n.scripts
-                    ],
-                }
-                for n in nodes
-            ]
-        )
+        common.emit_json([n.as_dict() for n in nodes])
     else:
         width = common.name_width(s.name for n in nodes for s in n.scripts)
         for n in nodes:
@@ -255,18 +222,7 @@ def deploy_cmd(
     lock_path = Path(lock) if lock else scripts_dir / LOCK_NAME
     report = deploy(reg, common.client(url), lock_path, check=check, directory=scripts_dir)
     if as_json:
-        common.emit_json(
-            {
-                "ok": report.ok,
-                "lock": report.lock_path,
-                "nodes": list(report.nodes),
-                "scripts": dict(report.scripts),
-                "drift": [
-                    {"kind": d.kind, "name": d.name, "node": d.node, "detail": d.detail}
-                    for d in report.drift
-                ],
-            }
-        )
+        common.emit_json(report.as_dict())
     elif check:
         for d in report.drift:
             click.echo(str(d))

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from luapipe.errors import ScriptRuntimeError
+from luapipe.errors import OpError
 
 __all__ = [
     "LIMIT",
@@ -48,10 +48,6 @@ LIMIT = 2**53
 T = TypeVar("T")
 _INT_RE = re.compile(r"0|-?[1-9][0-9]*")  # as Redis reads one: no "05", no "-0"
 _FLT_RE = re.compile(r"-?[0-9]+(\.[0-9]*)?")
-
-
-class OpError(ScriptRuntimeError):
-    """An operation failed its own checks (OVERFLOW, FLOAT, DIVZERO, NOTINT) in Python."""
 
 
 def fail(code: str, message: str) -> OpError:

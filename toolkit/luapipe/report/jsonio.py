@@ -64,7 +64,12 @@ renders)::
         "question", "kind", "at_stake",   # e.g. "transaction vs script vs function"
         "metric",                    # ops_per_sec (closed loop) | p50_ms (open loop)
         "tied_with", "tie_within_pct", "tie_break", "noise_threshold_pct",
-        "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake
+        "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake:
+                                     # the median round's ratio, the interval of that median
+        "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it clearly
+                                     # beats, past the tie (null: none)
+        "ratio_rounds", "ratio_coverage", "rule",  # paired rounds, the interval's coverage,
+                                     # when a form beats another, in words
         "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",
                         "invariant_cases", "invariant_ok", "text"}],
         "main_reason"}],

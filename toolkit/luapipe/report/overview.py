@@ -83,15 +83,20 @@ def _pct(share: Any) -> str:
 
 
 def _versus(rec: dict[str, Any]) -> tuple[str, str]:
-    ratio, alt = rec.get("ratio"), rec.get("alternative")
+    """The winner against the best other form at stake; in a tie (the tie line already
+    gives that ratio) against the best form it clearly beats, when there is one."""
+    ratio, alt, iv = rec.get("ratio"), rec.get("alternative"), rec.get("ratio_interval")
+    if rec.get("tied_with") and rec.get("beats") and rec.get("beats_ratio") is not None:
+        ratio, alt, iv = rec["beats_ratio"], rec["beats"], rec.get("beats_ratio_interval")
     if ratio is None or not alt:
         return "", ""
     if rec.get("metric") == "p50_ms":
         text = f"{_x(float(ratio))} lower p50 than {alt}"
     else:
         text = f"{_x(float(ratio))} the throughput of {alt}"
-    iv = rec.get("ratio_interval")
-    interval = f"95%: {float(iv[0]):.3g}-{_x(float(iv[1]))}" if iv and None not in iv else ""
+    cover = rec.get("ratio_coverage")
+    pct = f"{float(cover):.0%}" if cover is not None else "95%"
+    interval = f"{pct}: {float(iv[0]):.3g}-{_x(float(iv[1]))}" if iv and None not in iv else ""
     return text, interval
 
 

@@ -58,6 +58,9 @@ class ScriptState:
     sha: str
     loaded: bool
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "sha": self.sha, "loaded": self.loaded}
+
 
 @dataclass(frozen=True)
 class NodeStatus:
@@ -69,6 +72,10 @@ class NodeStatus:
     @property
     def missing(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.scripts if not s.loaded)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The node as ``scripts status --json`` prints it."""
+        return {"node": self.node, "scripts": [s.as_dict() for s in self.scripts]}
 
 
 # -- every node ---------------------------------------------------------------------------

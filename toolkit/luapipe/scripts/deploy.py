@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -51,6 +52,9 @@ class Drift:
     node: str = ""
     detail: str = ""
 
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name, "node": self.node, "detail": self.detail}
+
     def __str__(self) -> str:
         where = f" on {self.node}" if self.node else ""
         extra = f" ({self.detail})" if self.detail else ""
@@ -68,6 +72,16 @@ class DeployReport:
     @property
     def ok(self) -> bool:
         return not self.drift
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as ``deploy --json`` prints it."""
+        return {
+            "ok": self.ok,
+            "lock": self.lock_path,
+            "nodes": list(self.nodes),
+            "scripts": dict(self.scripts),
+            "drift": [d.as_dict() for d in self.drift],
+        }
 
 
 def read_lock(path: Path) -> dict[str, str]:

@@ -63,6 +63,15 @@ class LintIssue:
     message: str
     code: str = ""
 
+    def as_dict(self) -> dict[str, str]:
+        """The finding as ``scripts lint --json`` prints it."""
+        return {
+            "location": self.location,
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+        }
+
     def __str__(self) -> str:
         code = f" {self.code}" if self.code else ""
         return f"{self.location}: {self.severity}{code}: {self.message}"

@@ -31,6 +31,10 @@ class ScriptProblem:
         line = error.line if isinstance(error, ScriptSyntaxError) else None
         return cls(name, path, str(error), line, error)
 
+    def as_dict(self) -> dict[str, str]:
+        """The problem as ``scripts list --json`` prints it beside the usable scripts."""
+        return {"name": self.name, "path": self.path, "problem": self.message}
+
     def __str__(self) -> str:
         return self.message
 

@@ -172,6 +172,20 @@ class LuaScript:
         """Whether the header declares keys/args (so calls are checked before sending)."""
         return self.keys is not None
 
+    def as_dict(self) -> dict[str, Any]:
+        """The script as ``scripts list --json`` prints it (declared keys and args by their
+        display names; None where the header declares none, so calls are unchecked)."""
+        return {
+            "name": self.name,
+            "sha": self.sha,
+            "keys": None if self.keys is None else [p.display for p in self.keys],
+            "args": None if self.args is None else [p.display for p in self.args],
+            "flags": list(self.flags),
+            "path": self.path,
+            "description": self.description,
+            "problem": None,
+        }
+
     def file_line(self, line: int) -> str:
         """``path:line`` in the file for a line number of the sent source."""
         mapped = self.line_map[line - 1] if 0 < line <= len(self.line_map) else line

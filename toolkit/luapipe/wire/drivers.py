@@ -383,13 +383,20 @@ class AsyncDriver:
     async def send_each(self, parts: Sequence[Send]) -> list[Any]:
         if len(parts) == 1:
             return [await self._part(parts[0])]
+        refused: list[LuapipeError | None] = []
         for p in parts:  # open sessions one by one: their keys must not race
-            await self._session(p.node, p.asking)
-        outcomes = await asyncio.gather(*(self._part(p) for p in parts), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):  # not a luapipe error: a bug, a cancel
-                raise outcome
-        return outcomes
+            try:
+                await self._session(p.node, p.asking)
+                refused.append(None)
+            except LuapipeError as exc:  # this node's part (nothing sent); the others go
+                refused.append(exc)
+        ready = [p for p, e in zip(parts, refused, strict=True) if e is None]
+        outcomes = await asyncio.gather(*(self._part(p) for p in ready), return_exceptions=True)
+        for outcome in outcomes:  # a luapipe error is that part's outcome, as on the sync path
+            if isinstance(outcome, BaseException) and not isinstance(outcome, LuapipeError):
+                raise outcome  # a bug, a cancel
+        sent = iter(outcomes)
+        return [next(sent) if e is None else e for e in refused]
 
     async def release(self, *, failed: bool) -> None:
         """Hand the held connections back (dropped if the steps failed: a WATCH may be set)."""
