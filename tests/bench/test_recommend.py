@@ -231,3 +231,41 @@ def test_a_results_file_without_rounds_still_gets_a_verdict() -> None:
         del r["rounds"]
     (r,) = recommend(rows)
     assert r.form == "script" and r.ratio == pytest.approx(2.5) and r.ratio_interval is None
+
+
+def test_a_win_the_winner_did_not_clear_is_never_claimed_for_it() -> None:
+    """function ties with script; script clearly beats pipelined, function does not (two
+    rounds of ten it was behind). The headline must not say "function: 1.2x pipelined": it
+    says which form cleared the noise against pipelined. Seen in `make demo`:
+    'use function: tie with script (within +-18%); 1.2x the throughput of pipelined (0.89x
+    to 1.5x)'."""
+    rows = [
+        rec("pipelined", [1000.0] * 10),
+        rec("script", [1250.0] * 8 + [1200.0, 1150.0]),
+        rec("function", [1250.0] * 8 + [900.0, 950.0]),
+    ]
+    (r,) = recommend(rows)
+    assert r.form == "function" and r.tied_with == ("script",)
+    assert r.beats == "pipelined" and r.beats_by == "script"
+    assert r.beats_ratio_interval is not None and r.beats_ratio_interval[0] > 1.05
+    assert "script, tied with it, has 1.2x the throughput of pipelined (1.2x to 1.2x)" in (
+        r.headline
+    )
+    assert "; 1.2x the throughput of pipelined" not in r.headline
+
+
+def test_the_open_loop_never_says_a_higher_p50_is_lower() -> None:
+    """A non-atomic form slower than the winner at the fixed rate: 'p50 1.25x higher', not
+    'p50 0.8x lower'."""
+
+    def open_rec(form: str, p50: float, **kw: Any) -> dict[str, Any]:
+        r = rec(form, [400.0] * 10, rate=400.0, **kw)
+        r["latency_ms"] = {"p50": p50, "p99": 3.0}
+        r["rounds"] = [{"ops_per_sec": 400.0, "p50": p50, "p99": None} for _ in range(10)]
+        return r
+
+    (r,) = recommend([open_rec("pipelined", 2.5, **RCW), open_rec("script", 2.0, **RCW),
+                      open_rec("transaction", 4.0, **RCW)])  # fmt: skip
+    (na,) = r.non_atomic
+    assert "pipelined would be p50 1.2x higher than script's" in na["text"], na["text"]
+    assert "lower" not in na["text"]

@@ -303,3 +303,24 @@ def test_a_results_file_without_intervals_or_ties_still_reads() -> None:
     assert '<span class="form">script</span>' in top
     assert "1.8x the throughput of one call at a time" in top  # its first reason
     assert "95%" not in top and "bars:" not in render_html(data)
+
+
+def test_the_card_names_the_form_whose_win_it_quotes_and_words_p50_ratios_both_ways() -> None:
+    """A tie where only the tied form clearly beats the third: the card says whose win the
+    ratio is. An open-loop tie whose ratio is below 1 reads "higher p50", never "0.993x
+    lower p50". The stated rule is the run's own (5 rounds here), not a fixed "9 of 10"."""
+    from .sample import sample_result
+
+    result = sample_result()
+    recs = result["recommendations"]
+    tied = next(x for x in recs if x["tied_with"])
+    tied |= {"beats_by": "function", "beats_ratio": 1.24, "beats_ratio_interval": [1.1, 1.5]}
+    five = "a form beats another only when it was ahead by more than 5% in at least 5 of 5"
+    for x in recs:
+        x["rule"] = five + " paired rounds (the median round's ratio, its 94% interval)"
+    untied = next(x for x in recs if not x["tied_with"])
+    untied |= {"metric": "p50_ms", "ratio": 0.993, "ratio_interval": [0.9, 1.1]}
+    top = _verdict_part(render_html(result))
+    assert f"function: 1.24x the throughput of {tied['beats']}" in top
+    assert f"1.01x higher p50 than {untied['alternative']}" in top and "0.993x lower" not in top
+    assert five in top and "9 of them" not in top

@@ -59,7 +59,10 @@ def rule(rounds: int) -> str:
 
 
 def _compare(x: Ratio, other: str, open_loop: bool) -> str:
-    if open_loop:
+    if open_loop:  # x: the other's p50 over this one's
+        if x.value < 1.0:  # "0.8x lower" would mean higher: say so, the interval inverted
+            inv = Ratio(1.0 / x.value, 1.0 / x.hi, 1.0 / x.lo, x.rounds, x.coverage)
+            return f"p50 {_x(inv.value)} higher than {other}'s{_interval(inv)}"
         return f"p50 {_x(x.value)} lower than {other}'s{_interval(x)}"
     return f"{_x(x.value)} the throughput of {other}{_interval(x)}"
 
@@ -146,10 +149,13 @@ def explain(op: str, rtt: float, clients: int, v: Verdict) -> dict[str, Any]:
         reasons.append(f"tie with {names} (within +-{tie_pct:.0f}%); picked by {tie_rule}")
     alt = v.others[0] if v.others else None
     x = ratio(chosen, alt, v.open_loop) if alt is not None else None
-    clear = next((r for r in v.others if r not in v.tied), None)
-    cx = ratio(chosen, clear, v.open_loop) if clear is not None else None
-    if clear is not None and cx is not None:
-        reasons.append(_compare(cx, str(clear["form"]), v.open_loop))
+    clear, by, cx = _clearly_beaten(chosen, v)
+    beat = ""
+    if clear is not None and by is not None and cx is not None:
+        beat = _compare(cx, str(clear["form"]), v.open_loop)
+        if by is not chosen:  # only a form it ties with is clearly ahead of that one
+            beat = f"{by['form']}, tied with it, has {beat}"
+        reasons.append(beat)
     reasons.append(_figures(chosen))
     if form in ATOMIC:
         reasons.append("atomic: no other client ever sees a half-done update")
@@ -164,13 +170,15 @@ def explain(op: str, rtt: float, clients: int, v: Verdict) -> dict[str, Any]:
     if v.tied:
         names = ", ".join(str(r["form"]) for r in v.tied)
         headline += f": tie with {names} (within +-{tie_pct:.0f}%)"
-        if clear is not None and cx is not None:
-            headline += "; " + _compare(cx, str(clear["form"]), v.open_loop)
-    elif x is not None and alt is not None:
-        headline += ": " + _compare(x, str(alt["form"]), v.open_loop)
+        if beat:
+            headline += "; " + beat
+    elif beat:
+        headline += ": " + beat
+    elif x is not None and alt is not None:  # ahead of alt only through a third form
+        headline += f": {_compare(x, str(alt['form']), v.open_loop)}, within the noise"
     else:
         headline += ": the only form at stake that ran correctly"
-    main = _main_reason(chosen, clear, tie_rule, non_atomic)
+    main = _main_reason(chosen, clear if by is chosen else None, tie_rule, non_atomic, v.others)
     reasons = [r for r in reasons if r]
     return base | {
         "form": form,
@@ -184,6 +192,7 @@ def explain(op: str, rtt: float, clients: int, v: Verdict) -> dict[str, Any]:
         "ratio": None if x is None else x.value,
         "ratio_interval": None if x is None or x.rounds < 2 else (x.lo, x.hi),
         "beats": None if cx is None or clear is None else str(clear["form"]),
+        "beats_by": None if cx is None or by is None else str(by["form"]),
         "beats_ratio": None if cx is None else cx.value,
         "beats_ratio_interval": None if cx is None or cx.rounds < 2 else (cx.lo, cx.hi),
         "ratio_rounds": None if x is None else x.rounds,
@@ -194,11 +203,32 @@ def explain(op: str, rtt: float, clients: int, v: Verdict) -> dict[str, Any]:
     }
 
 
+def _clearly_beaten(
+    chosen: dict[str, Any], v: Verdict
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Ratio | None]:
+    """``(form, by, ratio)``: the best form at stake past the tie that ``chosen`` clearly
+    beats (``by`` is ``chosen``), else one that a form tied with ``chosen`` clearly beats
+    (``by`` is that form: a ratio whose interval does not clear the noise is never put as a
+    win); ``(None, None, None)`` when no such pair exists."""
+    past = [r for r in v.others if r not in v.tied]
+    for r in past:
+        x = ratio(chosen, r, v.open_loop)
+        if x is not None and x.beats():
+            return r, chosen, x
+    for r in past:
+        for t in v.tied:
+            x = ratio(t, r, v.open_loop)
+            if x is not None and x.beats():
+                return r, t, x
+    return None, None, None
+
+
 def _main_reason(
     chosen: dict[str, Any],
     clear: dict[str, Any] | None,
     tie_rule: str | None,
     non_atomic: list[dict[str, Any]],
+    others: list[dict[str, Any]],
 ) -> str:
     lost = [n["form"] for n in non_atomic if not n["invariant_ok"]]
     tail = f" ({' and '.join(lost)} lost updates)" if lost else ""
@@ -209,6 +239,8 @@ def _main_reason(
         if theirs - mine >= 0.5:
             return f"{mine:.2g} round trip(s) per op instead of {theirs:.2g}" + tail
         return f"less time per call than {clear['form']} at the same round trips" + tail
+    if others:  # others ran correctly, and it cleared none of them beyond the noise
+        return "no other form at stake was clearly ahead of it" + tail
     return "the only correct form at stake" + tail
 
 

@@ -68,6 +68,7 @@ class Recommendation:
     ratio: float | None = None
     ratio_interval: tuple[float, float] | None = None
     beats: str | None = None  # the best form at stake it clearly beats (past any tie)
+    beats_by: str | None = None  # whose ratio beats_ratio is: the form, or one tied with it
     beats_ratio: float | None = None
     beats_ratio_interval: tuple[float, float] | None = None
     ratio_rounds: int | None = None  # paired rounds the ratio comes from

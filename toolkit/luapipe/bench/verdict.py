@@ -62,6 +62,7 @@ def recommendations(
                 ratio=None,
                 ratio_interval=None,
                 beats=None,
+                beats_by=None,
                 beats_ratio=None,
                 beats_ratio_interval=None,
                 ratio_rounds=None,

@@ -103,6 +103,8 @@ def render_html(result: dict[str, Any]) -> str:
         for op, rows in by_op.items()
     ]
     thresholds = {x.get("noise_threshold_pct") for x in recs} - {None}
+    # the rule as the verdict stated it for the rounds this run had (not a fixed "9 of 10")
+    rules = list(dict.fromkeys(str(x["rule"]) for x in recs if x.get("rule")))
     return (
         _env()
         .get_template("report.html.j2")
@@ -112,6 +114,7 @@ def render_html(result: dict[str, Any]) -> str:
             setting=_setting(data["manifest"]),
             cards=operation_cards(data["records"], recs),
             noise=min(thresholds) if thresholds else None,
+            rules=rules,
             sections=sections,
         )
     )

@@ -68,6 +68,8 @@ renders)::
                                      # the median round's ratio, the interval of that median
         "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it clearly
                                      # beats, past the tie (null: none)
+        "beats_by",                  # whose ratio that is: the form itself, or (when only a
+                                     # form it ties with clearly beats "beats") that form
         "ratio_rounds", "ratio_coverage", "rule",  # paired rounds, the interval's coverage,
                                      # when a form beats another, in words
         "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",

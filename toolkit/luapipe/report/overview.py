@@ -86,14 +86,19 @@ def _versus(rec: dict[str, Any]) -> tuple[str, str]:
     """The winner against the best other form at stake; in a tie (the tie line already
     gives that ratio) against the best form it clearly beats, when there is one."""
     ratio, alt, iv = rec.get("ratio"), rec.get("alternative"), rec.get("ratio_interval")
+    by = ""
     if rec.get("tied_with") and rec.get("beats") and rec.get("beats_ratio") is not None:
         ratio, alt, iv = rec["beats_ratio"], rec["beats"], rec.get("beats_ratio_interval")
+        if rec.get("beats_by") and rec["beats_by"] != rec.get("form"):
+            by = f"{rec['beats_by']}: "  # only a form it ties with is clearly ahead of alt
     if ratio is None or not alt:
         return "", ""
-    if rec.get("metric") == "p50_ms":
-        text = f"{_x(float(ratio))} lower p50 than {alt}"
+    if rec.get("metric") == "p50_ms":  # ratio: the other's p50 over this one's
+        r = float(ratio)
+        text = f"{_x(r)} lower p50 than {alt}" if r >= 1 else f"{_x(1 / r)} higher p50 than {alt}"
     else:
         text = f"{_x(float(ratio))} the throughput of {alt}"
+    text = by + text
     cover = rec.get("ratio_coverage")
     pct = f"{float(cover):.0%}" if cover is not None else "95%"
     interval = f"{pct}: {float(iv[0]):.3g}-{_x(float(iv[1]))}" if iv and None not in iv else ""
