@@ -146,9 +146,12 @@ def test_a_broken_slice_marks_the_record_even_when_later_slices_hold() -> None:
     assert "stock went to -1" in rec.invariant_detail
     assert (rec.lost_updates, rec.invariant_cases) == (1, 4 * 64)
     table, page = _page(rec)
-    assert "INVARIANT FAILED: ping naive: stock went to -1" in table
+    assert (  # the totals of "FAIL 1/256", then the first broken round's own finding
+        "INVARIANT FAILED: ping naive at 0 ms RTT, 2 clients: broke in 1 of 256 cases "
+        "checked; first broken round: stock went to -1" in table
+    )
     assert " FAIL 1/256 " in table  # the lost updates, in the cases checked over 4 rounds
-    assert "FAILED in 1 of 256 cases: stock went to -1" in page
+    assert "FAILED in 1 of 256 cases; first broken round: stock went to -1" in page
     assert re.search(r">FAILED[^<]*: stock went to -1", page)
 
 
@@ -219,6 +222,7 @@ def test_a_forced_lost_update_marks_the_record_and_the_report(url: str) -> None:
     assert naive.lost_updates == 1 and naive.invariant_cases >= 3  # one case, in one round
     assert by_form["script"].invariant_ok is True
     table, page = _page(*result.records)
-    assert "INVARIANT FAILED: reserve_stock naive: invariant broken in 1 of" in table
+    assert "INVARIANT FAILED: reserve_stock naive at 0 ms RTT, 1 client: broke in 1 of" in table
+    assert "no longer holds: stock never below zero" in table
     assert f" FAIL 1/{naive.invariant_cases} " in table
     assert re.search(r">FAILED[^<]*: invariant broken in 1 of", page)

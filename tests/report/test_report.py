@@ -277,7 +277,8 @@ def test_figures_tables_show_write_share_lost_updates_and_raw_percentiles() -> N
 
     page = render_html(sample_result())
     assert "71% (declared 90%)" in page and "93%" in page  # naive's share is off: shown
-    assert "FAILED in 12 of 64 cases: invariant broken in 12 of 64 cases" in page
+    first = "first broken round: invariant broken in 12 of 64 cases"
+    assert f"FAILED in 12 of 64 cases; {first}" in page
     assert "<th>p50 raw</th><th>p99 raw</th>" in page  # the open loop's uncorrected ones
     assert "<b>Bench profile</b> (declared by the spec)" in page and "1000 to 5000" in page
     assert "A shop with stock to spare" in page and "<th>cpu wait us/op</th>" in page

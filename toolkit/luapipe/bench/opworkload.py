@@ -221,8 +221,10 @@ class OperationWorkload:
             where, invariants(self.op, client, [c for _, c in where]), strict=True
         ):
             ok = now == self.baseline.get(i) if inv.conserved else bool(now)
-            if not ok:
-                bad.append(f"{case.namespace} {now!r} (was {self.baseline.get(i)!r})")
+            if not ok and inv.conserved:
+                bad.append(f"{case.namespace} {now!r}, was {self.baseline.get(i)!r}")
+            elif not ok:  # a bool check: its value says nothing; its description does
+                bad.append(f"{case.namespace} no longer holds: {inv.description}")
         checked = len(where)
         self.state["checked"] = (len(bad), checked)
         if bad:

@@ -134,9 +134,7 @@ def render_table(result: dict[str, Any]) -> str:
     lines.extend(_legend(open_loop))
     for r in records:
         if not r["invariant_ok"]:
-            lines.append(
-                f"INVARIANT FAILED: {r['operation']} {r['form']}: {r.get('invariant_detail', '')}"
-            )
+            lines.append(_invariant_line(r))
         if r.get("write_share_off"):
             lines.append(
                 f"write share: {r['operation']} {r['form']} at {float(r['rtt_ms_nominal']):g} ms: "
@@ -195,3 +193,17 @@ def _legend(open_loop: bool) -> list[str]:
             "corrected); p50 raw/p99 raw from its actual send"
         )
     return out
+
+
+def _invariant_line(r: dict[str, Any]) -> str:
+    """Where the invariant broke, with the same totals as the table's ``FAIL n/m`` (the
+    detail is the first broken round's own finding, whose counts are of that round only)."""
+    c = int(r["clients"])
+    where = f"{r['operation']} {r['form']} at {float(r['rtt_ms_nominal']):g} ms RTT, {c} " + (
+        "client" if c == 1 else "clients"
+    )
+    lost, cases = r.get("lost_updates"), r.get("invariant_cases")
+    total = f"broke in {lost} of {cases} cases checked; " if lost and cases else ""
+    detail = r.get("invariant_detail")
+    first = f"first broken round: {detail}" if detail else "no detail recorded"
+    return f"INVARIANT FAILED: {where}: {total}{first}"
