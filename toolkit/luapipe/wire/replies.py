@@ -114,11 +114,6 @@ class ReplyError:
         return "Error compiling script" in self.text
 
     @property
-    def is_redirect(self) -> bool:
-        """MOVED/ASK/TRYAGAIN/CLUSTERDOWN: the command was not run; route it again."""
-        return self.text.startswith(("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"))
-
-    @property
     def redirect(self) -> Redirect | None:
         return Redirect.of(self)
 
