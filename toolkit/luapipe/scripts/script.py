@@ -38,6 +38,8 @@ __all__ = [
     "Param",
     "Value",
     "call_values",
+    "check_count",
+    "check_values",
     "name_of_file",
     "parse_header",
     "script_name_problem",
@@ -194,10 +196,11 @@ class LuaScript:
     def check_call(self, keys: Sequence[Value], args: Sequence[Value]) -> None:
         """Raise :class:`CallArgumentError` unless the counts fit the header and every
         value is one redis-py can send (also a ``redis.exceptions.DataError`` otherwise)."""
-        _check_values(self.name, "keys", keys)
-        _check_values(self.name, "args", args)
-        _check_count(self.name, self.keys, len(keys), "key")
-        _check_count(self.name, self.args, len(args), "arg")
+        what = f"script {self.name!r}"
+        check_values(what, "keys", keys)
+        check_values(what, "args", args)
+        check_count(what, self.keys, len(keys), "key")
+        check_count(what, self.args, len(args), "arg")
 
 
 _SENDABLE = (str, bytes, bytearray, memoryview, int, float)
@@ -211,14 +214,14 @@ def _bounds(params: tuple[Param, ...]) -> tuple[int, int | None]:
     return signature.minimum, signature.maximum
 
 
-def _check_count(name: str, params: tuple[Param, ...] | None, n: int, noun: str) -> None:
+def check_count(what: str, params: tuple[Param, ...] | None, n: int, noun: str) -> None:
+    """``what`` (``script 'x'``, ``function 'f'``) takes ``n`` keys or args: refused unless
+    the declared ``params`` allow that many (None: not declared, anything goes)."""
     if params is None:
         return
     low, high = _bounds(params)
     if n < low or (high is not None and n > high):
-        raise CallArgumentError(
-            f"script {name!r} takes {Signature(params).describe(noun)}, got {n}"
-        )
+        raise CallArgumentError(f"{what} takes {Signature(params).describe(noun)}, got {n}")
 
 
 _PLAIN = frozenset({str, bytes, int, float})
@@ -248,8 +251,9 @@ def call_values(name: str, kind: str, values: Any) -> Sequence[Value]:
     )
 
 
-def _check_values(name: str, kind: str, values: Sequence[object]) -> None:
-    """What redis-py's encoder refuses (None, a bool, a dict...), refused before sending."""
+def check_values(what: str, kind: str, values: Sequence[object]) -> None:
+    """What redis-py's encoder refuses (None, a bool, a dict...), refused before sending;
+    ``what`` names the callee (``script 'x'``)."""
     for v in values:
         if v.__class__ not in _PLAIN:
             break
@@ -259,7 +263,7 @@ def _check_values(name: str, kind: str, values: Sequence[object]) -> None:
         if isinstance(v, bool) or not isinstance(v, _SENDABLE):
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
             raise CallArgumentError(
-                f"script {name!r}: {kind}[{i}] is {shown} ({type(v).__name__}); keys and args "
+                f"{what}: {kind}[{i}] is {shown} ({type(v).__name__}); keys and args "
                 "must be str, bytes, int or float; nothing was sent",
                 like=DataError,
             )
