@@ -64,6 +64,10 @@ cmd = "HINCRBY"
 key = "k"
 args = ["'n'", {by2}]
 """
+#: the same, the reply using the last write's: computed after the writes, in every form
+LATE = SPEC.replace('"used"]', '"used", "counted + 0"]').replace(
+    'cmd = "HINCRBY"', 'name = "counted"\ncmd = "HINCRBY"'
+)
 
 
 def _boom(text: str) -> str:
@@ -103,11 +107,12 @@ def _outcome(op: Operation, r: redis.Redis, form: str, args: dict[str, Any]) -> 
     vi=st.sampled_from([0, 1, -1, 7, 2**53 - 1]),
     vs=st.sampled_from(["", "7", "a", "x"]),
     vz=st.sampled_from([0, 0, 1]),
+    late=st.booleans(),
 )
 def test_expressions_in_every_place_agree_in_every_form(
-    r: redis.Redis, parts: dict[str, str], vi: int, vs: str, vz: int
+    r: redis.Redis, parts: dict[str, str], vi: int, vs: str, vz: int, late: bool
 ) -> None:
-    text = SPEC.format(**{k: toml_value(_boom(v)) for k, v in parts.items()})
+    text = (LATE if late else SPEC).format(**{k: toml_value(_boom(v)) for k, v in parts.items()})
     op = parse_operation(text, "p.toml")
     args = {**ARGS, "vi": vi, "vs": vs, "vz": vz}
     seen = {form: _outcome(op, r, form, args) for form in FORMS}
@@ -133,6 +138,16 @@ def test_expressions_in_every_place_agree_in_every_form(
 def test_the_first_failure_in_spec_order_wins(
     r: redis.Redis, changed: dict[str, str], want: str | None
 ) -> None:
+    _first_failure(r, SPEC, changed, want, written=False)
+
+
+def test_a_reply_that_uses_a_write_fails_after_the_writes(r: redis.Redis) -> None:
+    _first_failure(r, LATE, {"ret": "vi // 0"}, "DIVZERO", written=True)
+
+
+def _first_failure(
+    r: redis.Redis, spec: str, changed: dict[str, str], want: str | None, written: bool
+) -> None:
     parts = {
         "ret": "1",
         "field": "'a'",
@@ -145,11 +160,16 @@ def test_the_first_failure_in_spec_order_wins(
         "by2": "1",
     }
     parts |= changed
-    op = parse_operation(SPEC.format(**{k: toml_value(v) for k, v in parts.items()}), "p.toml")
+    op = parse_operation(spec.format(**{k: toml_value(v) for k, v in parts.items()}), "p.toml")
     for form in FORMS:
         got, kept, others = _outcome(op, r, form, {**ARGS, "vi": 2, "vz": 0})
         if want is None:
             assert got[0] == "ok", (form, got)
             continue
         assert got == ("error", want), form
-        assert kept == {b"a": b"1", b"7": b"x"} and others == [None, b"9007199254740990"], form
+        if written:
+            assert kept == {b"a": b"2", b"7": b"x", b"n": b"1"}, form
+            assert others == [b"1", b"9007199254740991"], form
+        else:
+            assert kept == {b"a": b"1", b"7": b"x"}, form
+            assert others == [None, b"9007199254740990"], form

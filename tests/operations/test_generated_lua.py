@@ -24,6 +24,7 @@ from luapipe.scripts.luaenv import BASE
 from luapipe.scripts.script import LuaScript
 
 from ..conftest import EXAMPLES_DIR, SCRIPTS_DIR
+from .test_write_replies import REPLIES
 
 CATALOGUE = {
     p.stem: load_operation(p) for p in sorted((EXAMPLES_DIR / "operations").glob("*.toml"))
@@ -86,7 +87,11 @@ when = "flag"
 """,
     "constructs.toml",
 )
-OPS = {**CATALOGUE, "constructs": CONSTRUCTS}
+OPS = {
+    **CATALOGUE,
+    "constructs": CONSTRUCTS,
+    "replies": parse_operation(REPLIES, "replies.toml"),  # every kind of named write
+}
 
 
 def _findings(source: str, *, library: bool) -> list[str]:

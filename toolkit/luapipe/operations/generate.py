@@ -18,7 +18,7 @@ import jinja2
 from luapipe.operations import luabody
 from luapipe.operations.expr.compile import py_expr, py_wire
 from luapipe.operations.expr.parse import Type
-from luapipe.operations.model import Expr, OperationModel, Read
+from luapipe.operations.model import Expr, OperationModel, Read, Write
 
 __all__ = [
     "function_name",
@@ -180,6 +180,18 @@ def _py_read(r: Read) -> str:
     )
 
 
+def _py_reply(w: Write) -> str:
+    """A named write's reply ``r`` (no error) as its type, as the Lua side converts it."""
+    if w.reply == "bool":
+        return "(r is not None)" if w.cmd == "SET" else "(r in (1, True))"
+    if w.reply == "float":
+        return "_rt.score(r)"
+    if w.reply == "str?":
+        conv = {"int": "_rt.rint", "float": "_rt.rflt"}.get(w.conv or "", "")
+        return f"{conv}(_rt.opt_text(r))" if conv else "_rt.opt_text(r)"
+    return "_rt.ck(r)" if w.cmd in luabody.COUNTERS else "r"
+
+
 def _py_type(t: Type) -> str:
     if t.kind == "list":
         assert t.elem is not None
@@ -212,7 +224,8 @@ def python_module(op: OperationModel) -> str:
             f"_rt.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
             + "".join(f"lambda e: {_py_arg(a)}, " for a in w.args).rstrip(" ")
             + f"), {'lambda e: ' + _py(w.when) if w.when else 'None'}, "
-            + f"{'lambda e: ' + _py(w.each) if w.each else 'None'})"
+            + f"{'lambda e: ' + _py(w.each) if w.each else 'None'}"
+            + (f", {w.name!r}, lambda r: {_py_reply(w)})" if w.name else ")")
             for w in op.writes
         ],
         ret="[" + ", ".join(rets) + "]" if op.returns_tuple else rets[0],

@@ -36,6 +36,7 @@ from luapipe.operations.expr.parse import (
     Unary,
 )
 from luapipe.operations.model import Expr, OperationModel, Read, Write
+from luapipe.operations.prelude import fmt
 
 __all__ = ["COUNTERS", "can_fail", "lua_body"]
 
@@ -256,10 +257,12 @@ class _Body:
             return self.int_args[node.name]
         neg = isinstance(node, Unary) and node.op == "-"
         lit = node.operand if isinstance(node, Unary) and neg else node
-        if isinstance(lit, Literal) and isinstance(lit.value, int | str):
+        if isinstance(lit, Literal) and isinstance(lit.value, int | float | str):
             value = lit.value
-            if isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(value, int) and not isinstance(value, bool) and e.type == INT:
                 return lua_str(str(-value if neg else value))
+            if isinstance(value, float) and value != 0:  # (as string.format('%.17g'))
+                return lua_str(fmt(-value if neg else value))
             if isinstance(value, str) and not neg:
                 return lua_str(value)
         code = self.value(e)
@@ -520,13 +523,13 @@ class _Body:
         """A named write's reply (no error: checked before) as its declared type."""
         out = self.out
         var = f"v_{w.name}"
-        if w.each is not None:
+        if w.each is None:
+            self.reply_value(w, var, optional=w.when is not None)
+        elif w.reply != "int" or w.cmd in COUNTERS:  # (a list of plain ints is as it came)
             with out.block(f"for i = 1, #{var} do"):
                 out(f"local _v = {var}[i]")
                 self.reply_value(w, "_v", optional=False)
                 out(f"{var}[i] = _v")
-            return
-        self.reply_value(w, var, optional=w.when is not None)
 
     def reply_value(self, w: Write, var: str, optional: bool) -> None:
         out = self.out
