@@ -168,3 +168,22 @@ def test_the_constructs_agree_in_every_form(client: redis.Redis) -> None:
     report = verify(CONSTRUCTS, client, cases=300, seed=3)
     assert report.ok, report.mismatch.describe() if report.mismatch else ""
     assert report.errors_agreed < report.cases  # most cases reach the writes
+
+
+def test_many_names_and_temporaries_stay_under_luas_200_locals(r: redis.Redis) -> None:
+    """Checked arithmetic computed into locals, staged write arguments: past the budget
+    they go into one table and expressions stay whole, so the chunk still compiles."""
+    lets = "".join(f'l{i} = "(vi + {i}) * (vi - {i}) + vi * {i}"\n' for i in range(140))
+    writes = "".join(
+        f'[[writes]]\ncmd = "HSET"\nkey = "k"\nargs = ["\'f{i}\'", "l{i} * 2"]\n'
+        f'when = "l{i} * 3 > vi * 2"\n'
+        for i in range(40)
+    )
+    spec = 'name = "big"\nkeys = ["k"]\nreturns = "l0 + l139"\n[args]\nvi = "int"\n[let]\n'
+    op = parse_operation(spec + lets + writes, "big.toml")
+    assert "local _st = {}" in op.lua_source
+    seen = set()
+    for form in ("script", "function", "naive"):
+        r.delete("k")
+        seen.add((op.run(r, form, keys={"k": "k"}, args={"vi": 3}), r.hlen("k")))
+    assert seen == {(-18886, 5)}

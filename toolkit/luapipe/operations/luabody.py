@@ -55,9 +55,8 @@ NOT_INT = "error('NOTINT a value read is not an integer')"
 _RAISES = re.compile(r"(?<![\w.])(?!_co\(|_neg\(|_contains\()(?:_[a-z]+|error)\(")
 #: write commands whose integer reply is a counter's value, which may pass 2^53
 COUNTERS = frozenset({"INCR", "INCRBY", "DECR", "DECRBY", "HINCRBY"})
-#: locals of the body's top level, at most (Lua allows 200 per function; the script's
-#: chunk also holds the prelude's helpers); past it, temporaries go into one table
-MAX_LOCALS = 180
+#: locals of the body's top level, at most (Lua allows 200 per function)
+MAX_LOCALS = 190
 
 
 def can_fail(code: str) -> bool:
@@ -66,16 +65,13 @@ def can_fail(code: str) -> bool:
 
 
 class _Out:
-    """Lines of Lua, indented by block; counts the top level's locals."""
+    """Lines of Lua, indented by block."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.depth = 0
-        self.locals = 0
 
     def __call__(self, line: str) -> None:
-        if self.depth == 0 and line.startswith("local "):
-            self.locals += line.split("=")[0].count(",") + 1
         self.lines.append("  " * self.depth + line)
 
     def otherwise(self) -> None:
@@ -145,6 +141,13 @@ class _Body:
         }
         self.live = _live_names(op)
         self.temps = 0
+        # temporaries the top level may declare: Lua allows 200 locals per function, and the
+        # script's chunk holds the prelude's helpers (at most 15), the names (keys, args,
+        # reads, lets, named writes) and _e, _r, _ret, _st; past it, temporaries go into one
+        # table and expressions stay whole
+        names = len(op.keys) + len(op.args) + len(op.reads) + len(op.lets) + len(op.writes)
+        self.budget = max(0, MAX_LOCALS - 15 - names - 4)
+        self.used = 0
         self.table = False  # whether `local _st = {}` (temporaries past MAX_LOCALS) exists
         self.cse: dict[str, str] = {}  # code computed at the top level -> its local
         self.first = True  # no write attempted yet
@@ -154,7 +157,8 @@ class _Body:
         """A new temporary (declared, with ``value`` if given): a local, or past
         :data:`MAX_LOCALS` a slot of one table."""
         self.temps += 1
-        if self.out.depth > 0 or self.out.locals < MAX_LOCALS:
+        if self.out.depth > 0 or self.used < self.budget:
+            self.used += self.out.depth == 0
             name = f"_{prefix}{self.temps}"
             self.out(f"local {name}" + (f" = {value}" if value is not None else ""))
             return name
@@ -173,14 +177,13 @@ class _Body:
         arithmetic with its guard inline), in evaluation order."""
         node = e.node if node is None else node
         known = {} if known is None else known
-        mark = (len(self.out.lines), self.out.locals, self.temps, dict(self.cse), dict(known))
+        mark = (len(self.out.lines), self.used, self.temps, dict(self.cse), dict(known))
         self._hoist(node, e, known)
-        if self.out.depth == 0 and self.out.locals > MAX_LOCALS:  # too many: one expression
+        if self.used > self.budget:  # too many locals: the expression stays whole
             del self.out.lines[mark[0] :]
-            self.out.locals, self.temps, self.cse = mark[1], mark[2], mark[3]
+            self.used, self.temps, self.cse = mark[1], mark[2], mark[3]
             known.clear()
             known.update(mark[4])
-            return lua_expr(node, e.types, known)
         return lua_expr(node, e.types, known)
 
     def _hoist(self, node: Node, e: Expr, known: Known) -> None:
@@ -195,6 +198,7 @@ class _Body:
             known[id(node)] = self.cse[code]
             return
         self.temps += 1
+        self.used += self.out.depth == 0
         name = f"_t{self.temps}"
         if isinstance(node, Call) and node.func == "if":
             self.out(f"local {name}")
