@@ -187,10 +187,13 @@ def scripts_flush(url: str | None, yes: bool) -> None:
 @scripts.command("kill")
 @common.url_option
 def scripts_kill(url: str | None) -> None:
-    """SCRIPT KILL a runaway read-only script (a script that wrote is UNKILLABLE)."""
+    """SCRIPT KILL / FUNCTION KILL a runaway script or function that has not written (one
+    that wrote is UNKILLABLE)."""
     killed = ScriptRegistry([]).kill(common.client(url))
     click.echo(
-        f"killed the running script on {', '.join(killed)}" if killed else "no script running"
+        f"killed the running script or function on {', '.join(killed)}"
+        if killed
+        else "no script or function running"
     )
 
 

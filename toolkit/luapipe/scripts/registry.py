@@ -240,10 +240,11 @@ class ScriptRegistry:
     @overload
     def kill(self, client: SyncClient) -> list[str]: ...
     def kill(self, client: Any) -> Any:
-        """SCRIPT KILL the script running on each node; returns the nodes where one was killed.
+        """SCRIPT KILL (FUNCTION KILL for a function) what runs on each node; returns the
+        nodes where a script or function was killed.
 
-        A script that has already written cannot be stopped (Redis answers UNKILLABLE):
-        that is raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
+        One that has already written cannot be stopped (Redis answers UNKILLABLE): that is
+        raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
         """
         return self._run(kill_steps(), client)
 
