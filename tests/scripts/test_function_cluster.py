@@ -15,6 +15,7 @@ import redis.cluster
 from redis.cluster import LoadBalancingStrategy
 
 from luapipe.bench.cluster import EmbeddedCluster
+from luapipe.bench.server import EmbeddedRedis
 from luapipe.scripts.registry import ScriptRegistry
 
 from ..drivers import Driver
@@ -159,6 +160,86 @@ def test_asyncio_calls_from_many_tasks_heal_one_library_per_node(
     got = asyncio.run(body())
     assert sorted(got) == sorted(list(range(1, 51)) * 3)
     assert [int(rc.get(f"{{a}}:{i}") or 0) for i in range(3)] == [50, 50, 50]
+
+
+def _ids_known(nodes: list[redis.Redis], node_id: str) -> bool:
+    return all(node_id in n.execute_command("CLUSTER", "NODES").decode() for n in nodes)
+
+
+def _give_slot(
+    primaries: list[redis.Redis], nodes: list[redis.Redis], slot: int, owner: redis.Redis
+) -> None:
+    """``slot`` (empty) to ``owner``, told to every primary, owner first; then wait until
+    every node agrees."""
+    owner_id = owner.execute_command("CLUSTER", "MYID").decode()
+    for n in [owner, *(n for n in primaries if n is not owner)]:
+        n.execute_command("CLUSTER", "SETSLOT", slot, "NODE", owner_id)
+    deadline = time.monotonic() + 15
+    while not all(
+        any(int(s[0]) <= slot <= int(s[1]) and s[2][2].decode() == owner_id
+            for s in n.execute_command("CLUSTER", "SLOTS"))
+        for n in nodes
+    ):  # fmt: skip
+        assert time.monotonic() < deadline, "the cluster did not agree on the slot's owner"
+        time.sleep(0.05)
+
+
+def test_a_new_primary_joined_with_a_bare_meet_gets_the_library_from_the_first_call(
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
+) -> None:
+    """Servers do not copy libraries to a node that joins with CLUSTER MEET (redis-cli
+    --cluster add-node does, so it is not used here): the first call on its slot heals it,
+    sync and asyncio alike."""
+    for node in rc.get_primaries():
+        rc.get_redis_connection(node).function_load(SOURCE)  # deployed before the join
+    key = "{newshard}:n"
+    slot = int(rc.keyslot(key))
+    old = rc.get_redis_connection(rc.get_node_from_key(key))
+    new = EmbeddedRedis(
+        ["--cluster-enabled", "yes", "--cluster-config-file", "nodes-new.conf",
+         "--cluster-node-timeout", "2000"]
+    )  # fmt: skip
+    info = new.start()
+    joined = redis.Redis(host=info.host, port=info.port)
+    nodes = [rc.get_redis_connection(n) for n in rc.get_nodes()]
+    primaries = [rc.get_redis_connection(n) for n in rc.get_primaries()]
+    new_id = joined.execute_command("CLUSTER", "MYID").decode()
+    try:
+        joined.execute_command("CLUSTER", "MEET", "127.0.0.1", cluster.ports[0])
+        deadline = time.monotonic() + 15
+        while (
+            not _ids_known([*nodes, joined], new_id)
+            or len(joined.execute_command("CLUSTER", "NODES").decode().splitlines())
+            < len(nodes) + 1
+        ):
+            assert time.monotonic() < deadline, "the new node never joined"
+            time.sleep(0.05)
+        _give_slot([*primaries, joined], [*nodes, joined], slot, joined)
+        assert joined.function_list() == []  # a bare MEET copies nothing
+        c = cluster.client()
+        try:
+            assert reg.call(c, "bump", [key], [1]) == 1  # healed on the new primary
+        finally:
+            c.close()
+        assert joined.function_list(library="counters")
+        joined.function_flush()
+
+        async def later() -> int:
+            a = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+            try:
+                return int(await reg.call(a, "bump", [key], [1]))
+            finally:
+                await a.aclose()
+
+        assert asyncio.run(later()) == 2
+        assert joined.get(key) == b"2" and joined.function_list(library="counters")
+    finally:
+        joined.delete(key)
+        _give_slot([*primaries, joined], [*nodes, joined], slot, old)
+        for n in nodes:
+            n.execute_command("CLUSTER", "FORGET", new_id)
+        joined.close()
+        new.stop()
 
 
 def test_a_coordinated_failover_mid_run_runs_every_call_once(
