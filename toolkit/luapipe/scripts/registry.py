@@ -14,6 +14,14 @@ Calls use EVALSHA (EVALSHA_RO for ``no-writes`` scripts) and recover from the se
 exact NOSCRIPT reply by loading and re-sending once; nothing is re-sent after a timeout or
 a dropped connection (see :mod:`luapipe.wire.sync`).
 
+A ``#!lua name=<library>`` file of the directory is a Redis Function library
+(:class:`~luapipe.scripts.library.FunctionLibrary`), held beside the scripts:
+``reg.libraries`` lists them, ``reg.function(name)`` returns ``(LuaFunction,
+FunctionLibrary)`` for a function name, ``reg.functions()`` the function names, and
+``reg[name]`` stays the :class:`LuaScript` of a script. Script and function names share
+one namespace: a clash (two files, or a script and a function, or two libraries) is one
+error naming every clash.
+
 Every method takes a sync or a ``redis.asyncio`` client (plain or cluster; with an asyncio
 one it returns a coroutine): the work is written once as steps (:mod:`luapipe.scripts.calls`)
 and run by the sync or the asyncio driver. ``reg.call`` on a plain client keeps a flattened
@@ -43,6 +51,7 @@ from luapipe.scripts.calls import (
     status_steps,
 )
 from luapipe.scripts.compiler import compile_problems
+from luapipe.scripts.library import FunctionLibrary, LuaFunction
 from luapipe.scripts.loader import scan
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
@@ -103,13 +112,27 @@ class ScriptRegistry:
         strict: bool = True,
         problems: Iterable[ScriptProblem] = (),
         policy: RetryPolicy = DEFAULT,
+        libraries: Iterable[FunctionLibrary] = (),
     ) -> None:
-        self._scripts = _by_name(scripts)
-        found = [*problems, *(compile_problems(self._scripts.values()) if check else ())]
+        scripts = list(scripts)
+        libraries = list(libraries)
+        clashes = _clashes(scripts, libraries)
+        if strict and clashes:
+            raise DuplicateScriptError(_clash_message(clashes))
+        clashing = {path for _, places in clashes for path, _ in places}
+        self._scripts = _by_name(s for s in scripts if (s.path or s.name) not in clashing)
+        self._libraries = {
+            lib.name: lib for lib in libraries if (lib.path or lib.name) not in clashing
+        }
+        found = [*problems, *_clash_problems(clashes, scripts, libraries)]
+        found += compile_problems(self._scripts.values()) if check else ()
         if strict:
             raise_problems(found)
         for problem in found:
             self._scripts.pop(problem.name, None)
+        self._functions = {
+            f.name: (f, lib) for lib in self._libraries.values() for f in lib.functions
+        }
         self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
@@ -124,7 +147,7 @@ class ScriptRegistry:
         others; see :attr:`problems`.
         """
         found = scan(directory if directory is not None else bundled_scripts_dir())
-        return cls(found.scripts, strict=strict, problems=found.problems)
+        return cls(found.scripts, strict=strict, problems=found.problems, libraries=found.libraries)
 
     @property
     def problems(self) -> tuple[ScriptProblem, ...]:
@@ -134,6 +157,30 @@ class ScriptRegistry:
     # -- the collection -------------------------------------------------------------------
     def names(self) -> list[str]:
         return sorted(self._scripts)
+
+    @property
+    def libraries(self) -> tuple[FunctionLibrary, ...]:
+        """The Function libraries of the directory, sorted by library name."""
+        return tuple(self._libraries[n] for n in sorted(self._libraries))
+
+    def functions(self) -> list[str]:
+        """The names of every function the libraries register, sorted."""
+        return sorted(self._functions)
+
+    def function(self, name: str) -> tuple[LuaFunction, FunctionLibrary]:
+        """The function ``name`` and the library that registers it (what to load when a
+        node answers ``ERR Function not found``); :class:`UnknownScriptError` otherwise."""
+        found = self._functions.get(name) if isinstance(name, str) else None
+        if found is not None:
+            return found
+        for problem in self._problems:
+            if problem.name == name:
+                raise ScriptError(f"{name!r} cannot be used: {problem.message}")
+        if name in self._scripts:
+            raise UnknownScriptError(f"{name!r} is a script, not a function: reg[{name!r}]")
+        close = difflib.get_close_matches(str(name), self._functions, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownScriptError(f"unknown function {name!r}{hint}")
 
     def __getitem__(self, name: str) -> LuaScript:
         try:
@@ -149,6 +196,12 @@ class ScriptRegistry:
         for problem in self._problems:
             if problem.name == name:
                 raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
+        if name in self._functions:
+            library = self._functions[name][1].name
+            raise UnknownScriptError(
+                f"{name!r} is a function of library {library!r}, not a script: "
+                f"reg.function({name!r})"
+            )
         close = difflib.get_close_matches(name, self._scripts, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownScriptError(f"unknown script {name!r}{hint}")
@@ -306,6 +359,59 @@ class ScriptRegistry:
         if is_async_client(client):
             return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
+
+
+Clash = tuple[str, tuple[tuple[str, str], ...]]  # (name, ((file, what), ...))
+
+
+def _clashes(scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary]) -> list[Clash]:
+    """Every name given twice in the directory: two scripts, a script and a function, two
+    functions of different libraries (function names are global on a server), two
+    libraries (library names are too)."""
+    callable_by: dict[str, list[tuple[str, str]]] = {}
+    for sc in scripts:
+        callable_by.setdefault(sc.name, []).append((sc.path or sc.name, "script"))
+    for lib in libraries:
+        for f in lib.functions:
+            where = f"{lib.path or lib.name}"
+            what = f"function of library {lib.name!r} at line {f.line}"
+            callable_by.setdefault(f.name, []).append((where, what))
+    library_by: dict[str, list[tuple[str, str]]] = {}
+    for lib in libraries:
+        library_by.setdefault(lib.name, []).append((lib.path or lib.name, "library"))
+    out = [(n, tuple(p)) for n, p in sorted(callable_by.items()) if len(p) > 1]
+    out += [(f"library:{n}", tuple(p)) for n, p in sorted(library_by.items()) if len(p) > 1]
+    return out
+
+
+def _clash_message(clashes: Sequence[Clash]) -> str:
+    def one(name: str, places: tuple[tuple[str, str], ...]) -> str:
+        paths = " and ".join(p for p, _ in places)
+        if name.startswith("library:"):
+            return f"duplicate library name {name[len('library:') :]!r}: {paths}"
+        if all(what == "script" for _, what in places):
+            return f"duplicate script name {name!r}: {paths}"
+        shown = " and ".join(f"{path} ({what})" for path, what in places)
+        return f"duplicate name {name!r} (scripts and functions share one namespace): {shown}"
+
+    listed = "; ".join(one(name, places) for name, places in clashes)
+    return listed if len(clashes) == 1 else f"{len(clashes)} names clash: {listed}"
+
+
+def _clash_problems(
+    clashes: Sequence[Clash], scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary]
+) -> list[ScriptProblem]:
+    """Each file in a clash, set aside with the clashes it is in (a lenient registry)."""
+    names = {sc.path or sc.name: sc.name for sc in scripts}
+    names.update((lib.path or lib.name, lib.name) for lib in libraries)
+    by_file: dict[str, list[Clash]] = {}
+    for clash in clashes:
+        for path, _ in clash[1]:
+            by_file.setdefault(path, []).append(clash)
+    return [
+        ScriptProblem.of(names[path], path, DuplicateScriptError(f"{path}: {_clash_message(c)}"))
+        for path, c in sorted(by_file.items())
+    ]
 
 
 def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
