@@ -30,18 +30,27 @@ def scripts() -> None:
 @common.dir_option
 @common.json_option
 def scripts_list(directory: str | None, as_json: bool) -> None:
-    """List the scripts with their keys, args, flags and SHA (no server needed); a script
-    that cannot be used is listed with its problem, and the exit code is then 1."""
+    """List the scripts with their keys, args, flags and SHA, and each Function library
+    with its functions (no server needed); a file that cannot be used is listed with its
+    problem, and the exit code is then 1."""
     reg = common.registry(directory, strict=False)
     rows: list[dict[str, Any]] = [s.as_dict() for s in reg]
+    rows += [
+        {"kind": "library", "name": lib.name, **lib.as_dict(), "problem": None}
+        for lib in reg.libraries
+    ]
     rows += [p.as_dict() for p in reg.problems]
     rows.sort(key=lambda row: row["name"])
     if as_json:
         common.emit_json(rows)
     else:
-        width = common.name_width(one_line(row["name"]) for row in rows)
+        names = [row["name"] for row in rows]
+        names += [f"  {f['name']}" for row in rows for f in row.get("functions", ())]
+        width = common.name_width(one_line(n) for n in names)
         for row in rows:
             click.echo(f"{one_line(row['name']):<{width}} {_list_text(row)}")
+            for f in row.get("functions", ()):
+                click.echo(f"{'  ' + one_line(f['name']):<{width}} {_signature_text(f)}")
         if reg.problems:
             n = len(reg.problems)
             click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)
@@ -52,10 +61,17 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
 def _list_text(row: dict[str, Any]) -> str:
     if row["problem"] is not None:
         return f"BROKEN        {row['problem']}"
+    if row.get("kind") == "library":
+        n = len(row["functions"])
+        return f"{row['sha'][:12]}  library, {common.plural(n, 'function')}"
+    return f"{row['sha'][:12]}  {_signature_text(row)}"
+
+
+def _signature_text(row: dict[str, Any]) -> str:
     keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
     args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
     flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
-    return f"{row['sha'][:12]}  keys: {keys}  args: {args}{flags}"
+    return f"keys: {keys}  args: {args}{flags}"
 
 
 @scripts.command("lint")
@@ -80,11 +96,16 @@ def scripts_lint(directory: str | None, targets: tuple[str, ...], as_json: bool)
         for issue in report.issues:
             click.echo(str(issue))
         click.echo(
-            f"{common.plural(report.files, 'script')}, {common.plural(report.errors, 'error')}, "
+            f"{common.plural(report.files, 'script')}, {_libraries(report.libraries)}"
+            f"{common.plural(report.errors, 'error')}, "
             f"{common.plural(report.warnings, 'warning')}"
         )
     if report.errors:
         sys.exit(1)
+
+
+def _libraries(n: int) -> str:
+    return "" if not n else f"{n} {'library' if n == 1 else 'libraries'}, "
 
 
 @scripts.command("load")

@@ -53,6 +53,7 @@ from luapipe.scripts.calls import (
 from luapipe.scripts.compiler import compile_problems
 from luapipe.scripts.library import FunctionLibrary, LuaFunction
 from luapipe.scripts.loader import scan
+from luapipe.scripts.names import clash_error, name_clashes
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import KnownScripts, ScriptCall
@@ -116,15 +117,16 @@ class ScriptRegistry:
     ) -> None:
         scripts = list(scripts)
         libraries = list(libraries)
-        clashes = _clashes(scripts, libraries)
-        if strict and clashes:
-            raise DuplicateScriptError(_clash_message(clashes))
-        clashing = {path for _, places in clashes for path, _ in places}
+        clashes = name_clashes(scripts, libraries)
+        refused = clash_error(scripts, libraries) if strict else None
+        if refused is not None:
+            raise refused
+        clashing = {p.path for p in clashes}
         self._scripts = _by_name(s for s in scripts if (s.path or s.name) not in clashing)
         self._libraries = {
             lib.name: lib for lib in libraries if (lib.path or lib.name) not in clashing
         }
-        found = [*problems, *_clash_problems(clashes, scripts, libraries)]
+        found = [*problems, *clashes]
         found += compile_problems(self._scripts.values()) if check else ()
         if strict:
             raise_problems(found)
@@ -359,59 +361,6 @@ class ScriptRegistry:
         if is_async_client(client):
             return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
-
-
-Clash = tuple[str, tuple[tuple[str, str], ...]]  # (name, ((file, what), ...))
-
-
-def _clashes(scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary]) -> list[Clash]:
-    """Every name given twice in the directory: two scripts, a script and a function, two
-    functions of different libraries (function names are global on a server), two
-    libraries (library names are too)."""
-    callable_by: dict[str, list[tuple[str, str]]] = {}
-    for sc in scripts:
-        callable_by.setdefault(sc.name, []).append((sc.path or sc.name, "script"))
-    for lib in libraries:
-        for f in lib.functions:
-            where = f"{lib.path or lib.name}"
-            what = f"function of library {lib.name!r} at line {f.line}"
-            callable_by.setdefault(f.name, []).append((where, what))
-    library_by: dict[str, list[tuple[str, str]]] = {}
-    for lib in libraries:
-        library_by.setdefault(lib.name, []).append((lib.path or lib.name, "library"))
-    out = [(n, tuple(p)) for n, p in sorted(callable_by.items()) if len(p) > 1]
-    out += [(f"library:{n}", tuple(p)) for n, p in sorted(library_by.items()) if len(p) > 1]
-    return out
-
-
-def _clash_message(clashes: Sequence[Clash]) -> str:
-    def one(name: str, places: tuple[tuple[str, str], ...]) -> str:
-        paths = " and ".join(p for p, _ in places)
-        if name.startswith("library:"):
-            return f"duplicate library name {name[len('library:') :]!r}: {paths}"
-        if all(what == "script" for _, what in places):
-            return f"duplicate script name {name!r}: {paths}"
-        shown = " and ".join(f"{path} ({what})" for path, what in places)
-        return f"duplicate name {name!r} (scripts and functions share one namespace): {shown}"
-
-    listed = "; ".join(one(name, places) for name, places in clashes)
-    return listed if len(clashes) == 1 else f"{len(clashes)} names clash: {listed}"
-
-
-def _clash_problems(
-    clashes: Sequence[Clash], scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary]
-) -> list[ScriptProblem]:
-    """Each file in a clash, set aside with the clashes it is in (a lenient registry)."""
-    names = {sc.path or sc.name: sc.name for sc in scripts}
-    names.update((lib.path or lib.name, lib.name) for lib in libraries)
-    by_file: dict[str, list[Clash]] = {}
-    for clash in clashes:
-        for path, _ in clash[1]:
-            by_file.setdefault(path, []).append(clash)
-    return [
-        ScriptProblem.of(names[path], path, DuplicateScriptError(f"{path}: {_clash_message(c)}"))
-        for path, c in sorted(by_file.items())
-    ]
 
 
 def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
