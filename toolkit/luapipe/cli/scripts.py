@@ -12,7 +12,7 @@ import click
 
 from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError, mask_url
-from luapipe.scripts.deploy import LOCK_NAME, deploy
+from luapipe.scripts.deploy import LOCK_NAME, DeployReport, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import one_line
@@ -232,38 +232,86 @@ def scripts_kill(url: str | None) -> None:
     help=f"Lock file [default: <dir>/{LOCK_NAME}].",
 )
 @click.option("--check", is_flag=True, help="Only report drift (exit 1 if any); change nothing.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Also delete the Function libraries the lock recorded that --dir no longer has.",
+)
+@click.option(
+    "--rollback",
+    is_flag=True,
+    help="Load back the code each library of --dir had before the last deploy replaced it.",
+)
 @common.json_option
 def deploy_cmd(
-    directory: str | None, url: str | None, lock: str | None, check: bool, as_json: bool
+    directory: str | None,
+    url: str | None,
+    lock: str | None,
+    check: bool,
+    prune: bool,
+    rollback: bool,
+    as_json: bool,
 ) -> None:
-    """Load every script of --dir (default ./scripts_lua) on the server and write the lock
-    file (name -> SHA)."""
+    """Load every script and Function library of --dir (default ./scripts_lua) on the
+    server (every primary of a cluster) and write the lock file (name -> SHA)."""
+    if sum((check, prune, rollback)) > 1:
+        raise click.UsageError("--check, --prune and --rollback go one at a time")
     scripts_dir = _deploy_dir(directory)
     reg = ScriptRegistry.from_directory(scripts_dir)
     lock_path = Path(lock) if lock else scripts_dir / LOCK_NAME
-    report = deploy(reg, common.client(url), lock_path, check=check, directory=scripts_dir)
+    report = deploy(
+        reg,
+        common.client(url),
+        lock_path,
+        check=check,
+        directory=scripts_dir,
+        prune=prune,
+        rollback=rollback,
+    )
     if as_json:
         common.emit_json(report.as_dict())
     elif check:
         for d in report.drift:
             click.echo(str(d))
-        scope = f"{common.plural(len(report.scripts), 'script')}, nodes {', '.join(report.nodes)}"
+        scope = f"{_scope(report)}, nodes {', '.join(report.nodes)}"
         if report.ok:
             click.echo(f"no drift: {scope}")
         else:
             click.echo(f"drift: {common.plural(len(report.drift), 'difference')} ({scope})")
     else:
-        width = common.name_width(name for name, _ in report.scripts)
-        for name, sha in report.scripts:
-            click.echo(f"{name:<{width}} {sha}")
-        state = "written" if report.lock_written else "unchanged"
-        nodes = ", ".join(report.nodes)
-        click.echo(
-            f"deployed {common.plural(len(report.scripts), 'script')} to {nodes}; "
-            f"lock {report.lock_path} {state}"
-        )
+        _deploy_text(report, rollback)
     if not report.ok:
         sys.exit(1)
+
+
+def _scope(report: DeployReport) -> str:
+    scope = common.plural(len(report.scripts), "script")
+    if report.libraries:
+        n = len(report.libraries)
+        scope += f", {n} {'library' if n == 1 else 'libraries'}"
+    return scope
+
+
+def _deploy_text(report: DeployReport, rollback: bool) -> None:
+    if not rollback:
+        width = common.name_width(name for name, _ in (*report.scripts, *report.libraries))
+        for name, sha in report.scripts:
+            click.echo(f"{name:<{width}} {sha}")
+        for name, sha in report.libraries:
+            click.echo(f"{name:<{width}} {sha}  library")
+    for line in (*report.changes, *report.notes):
+        click.echo(line)
+    for w in report.warnings:
+        click.echo(f"warning: {w}", err=True)
+    for d in report.drift:
+        click.echo(str(d))
+    nodes = ", ".join(report.nodes)
+    if rollback:
+        n = len(report.changes) // 2  # each library rolled back on a node, and its copy
+        click.echo(f"rolled back {n} {'library' if n == 1 else 'libraries'} on {nodes}")
+        return
+    state = "written" if report.lock_written else "unchanged"
+    click.echo(f"deployed {_scope(report)} to {nodes}; lock {report.lock_path} {state}")
 
 
 def _deploy_dir(directory: str | None) -> Path:
