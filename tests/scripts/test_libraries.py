@@ -286,7 +286,9 @@ def test_a_broken_library_does_not_hide_the_good_files(tmp_path: Path, r: redis.
         ("peek", None, None, ["no-writes"]),
     ]
     url = f"redis://127.0.0.1:{r.connection_pool.connection_kwargs['port']}"
-    res = runner.invoke(main, ["scripts", "call", "hello", "-k", "n", "--dir", str(d), "--url", url])
+    res = runner.invoke(
+        main, ["scripts", "call", "hello", "-k", "n", "--dir", str(d), "--url", url]
+    )
     assert (res.exit_code, res.stdout) == (0, "1\n")
     res = runner.invoke(main, ["deploy", "--dir", str(d), "--url", url])
     assert res.exit_code == 1

@@ -25,7 +25,7 @@ from luapipe.scripts.libdeploy import (
     rollback_libraries_steps,
 )
 from luapipe.scripts.libparse import parse_library
-from luapipe.scripts.libstate import kept_code, keeper_name, keeper_source
+from luapipe.scripts.libstate import keeper_name, keeper_source, kept_code
 from luapipe.wire import drivers
 
 from ..drivers import Driver
