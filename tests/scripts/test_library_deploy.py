@@ -314,3 +314,23 @@ def test_the_rollback_copy_keeps_any_code_exactly() -> None:
         copy = keeper_source("lib", code)
         assert kept_code(copy) == code
         assert parse_library(copy).functions[0].flags == ("no-writes",)
+
+
+def test_only_the_library_of_exactly_that_name_is_ours(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    """FUNCTION LIST LIBRARYNAME is a pattern, and a case-insensitive one on Redis 7.0:
+    'stock' also lists another team's 'STOCK'."""
+    upper = "#!lua name=STOCK\nredis.register_function('upper_team_f', function() end)\n"
+    shared.function_load(upper)
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    node = url.split("//")[1].split("/")[0]
+    assert f"{node}: loaded stock {parse_library(STOCK_V1).sha[:12]} (new)" in res.stdout
+    assert code_of(shared, keeper_name("stock")) is None  # nothing of STOCK kept as ours
+    assert code_of(shared, "STOCK") == upper
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert run("deploy", "--rollback", "--dir", str(d), "--url", url).exit_code == 0
+    assert code_of(shared, "STOCK") == upper and code_of(shared, "stock") == STOCK_V1
