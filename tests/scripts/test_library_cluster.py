@@ -177,9 +177,7 @@ def test_a_primary_joined_with_cluster_meet_is_found_missing_and_deploy_loads_it
         c.function_load(HELLO, replace=True)
     lock = {"stock": parse_library(STOCK_V1).sha, "hello": parse_library(HELLO).sha}
     (d / "luapipe.lock.json").write_text(
-        '{"version": 1, "scripts": {}, "libraries": '
-        + str(lock).replace("'", '"')
-        + "}\n"
+        '{"version": 1, "scripts": {}, "libraries": ' + str(lock).replace("'", '"') + "}\n"
     )
     new = f"127.0.0.1:{node.port}"
     res = run("deploy", "--check", "--dir", str(d), "--url", cluster.url)

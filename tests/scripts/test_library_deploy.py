@@ -39,8 +39,8 @@ STOCK_V1 = (
     "redis.register_function{function_name = 'stock_left', flags = {'no-writes'},\n"
     "  callback = function(keys) return redis.call('GET', keys[1]) end}\n"
 )
-#: v2 keeps both names but adds an arg to one and drops a flag from the other
-STOCK_V2 = STOCK_V1.replace("-- @arg qty\n", "-- @arg qty\n-- @arg [note]\n").replace(
+#: v2 keeps both names but requires one more arg of one and drops a flag of the other
+STOCK_V2 = STOCK_V1.replace("-- @arg qty\n", "-- @arg qty\n-- @arg order\n").replace(
     "flags = {'no-writes'},", "flags = {},"
 )
 HELLO = "#!lua name=hello\nredis.register_function('hello', function() return 'hi' end)\n"
@@ -113,7 +113,13 @@ def test_deploy_loads_a_library_only_where_its_code_differs(
     assert loads(shared) == 2  # the rollback copy, then stock; hello is left alone
     assert code_of(shared, "stock") == STOCK_V2
     assert kept_code(code_of(shared, keeper_name("stock")) or "") == STOCK_V1
-    assert "warning: signature: stock_reserve" in res.stderr  # old callers would break
+    node = url.split("//")[1].split("/")[0]
+    assert res.stderr.splitlines() == [  # old callers would break
+        f"warning: signature: stock_reserve on {node} (args (qty) -> (qty, order): callers of "
+        "the live version would break; give the new version a new name)",
+        f"warning: signature: stock_left on {node} (flags [no-writes] -> []: callers of the "
+        "live version would break; give the new version a new name)",
+    ]
 
 
 def test_check_reports_each_kind_of_drift_per_node_and_never_another_teams_library(
@@ -142,13 +148,11 @@ def test_check_reports_each_kind_of_drift_per_node_and_never_another_teams_libra
         f"missing: hello on {node} (library not loaded)",
         f"taken: hello on {node} (function of library 'hello' is registered by library 'squatter')",
         f"differs: stock on {node} (library code {v2} there, {v1} in the file)",
-        f"signature: stock_reserve on {node} (args (qty, [note]) -> (qty): callers of the live "
+        f"signature: stock_reserve on {node} (args (qty, order) -> (qty): callers of the live "
         "version would break; give the new version a new name)",
-        f"signature: stock_left on {node} (flags [] -> [no-writes]: callers of the live version "
-        "would break; give the new version a new name)",
         f"stale: gone on {node} (in the lock, no longer in the directory: deploy --prune "
         "deletes it)",
-        f"drift: 7 differences (0 scripts, 2 libraries, nodes {node})",
+        f"drift: 6 differences (0 scripts, 2 libraries, nodes {node})",
     ]
     checked = json.loads(run("deploy", "--check", "--json", "--dir", str(d), "--url", url).stdout)
     assert {x["kind"] for x in checked["drift"]} == {
@@ -334,3 +338,23 @@ def test_only_the_library_of_exactly_that_name_is_ours(
     assert res.exit_code == 0, res.output
     assert run("deploy", "--rollback", "--dir", str(d), "--url", url).exit_code == 0
     assert code_of(shared, "STOCK") == upper and code_of(shared, "stock") == STOCK_V1
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "breaks"),
+    [
+        ("-- @arg qty\n", "-- @arg qty\n-- @arg [note]\n", False),  # an optional arg more
+        ("-- @arg qty\n", "-- @arg amount\n", False),  # renamed: positional, same count
+        ("-- @arg qty\n", "-- @arg qty\n-- @arg order\n", True),  # one more required
+        ("-- @arg qty\n-- @arg [note]\n", "-- @arg qty\n", True),  # two args refused now
+        ("-- @arg ids...\n", "-- @arg ids\n-- @arg [more]\n", True),  # at most two now
+        ("-- @arg qty\n", "-- @arg [qty...]\n", False),  # takes anything
+    ],
+)
+def test_signature_drift_is_a_change_that_refuses_a_call_the_live_version_took(
+    r: redis.Redis, before: str, after: str, breaks: bool
+) -> None:
+    r.function_load(STOCK_V1.replace("-- @arg qty\n", before))
+    new = parse_library(STOCK_V1.replace("-- @arg qty\n", after))
+    drift, _ = drivers.drive(check_libraries_steps([new]), r)
+    assert [d.kind for d in drift] == ["differs", *(["signature"] if breaks else [])]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
+from luapipe.scripts.header import Param, Signature
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
@@ -106,9 +107,24 @@ class LibraryOutcome:
 
 
 # -- what differs -----------------------------------------------------------------------
+#: flags whose removal refuses calls that worked (FCALL_RO, under OOM, on a stale replica,
+#: across slots), and the flag whose addition does (no calls on a cluster)
+_NEEDED_FLAGS = frozenset({"no-writes", "allow-oom", "allow-stale", "allow-cross-slot-keys"})
+_REFUSING_FLAGS = frozenset({"no-cluster"})
+
+
+def _narrower(before: tuple[Param, ...], after: tuple[Param, ...]) -> bool:
+    """Whether some count of keys (or args) the old declaration accepted is refused now
+    (names do not matter: keys and args are positional)."""
+    old, new = Signature(before), Signature(after)
+    if new.minimum > old.minimum:
+        return True
+    return new.maximum is not None and (old.maximum is None or new.maximum < old.maximum)
+
+
 def _signature_drift(lib: FunctionLibrary, live: LiveLibrary, node: str) -> list[Drift]:
-    """A function that keeps its name but changes keys, args or flags (or disappears):
-    callers of the version live on ``node`` would break."""
+    """A function that keeps its name but changes its keys, args or flags so that a call
+    the live version takes is refused now (or that disappears): its callers would break."""
     try:
         old: FunctionLibrary | None = parse_library(live.code, path=f"{node}:{lib.name}")
     except ScriptError:
@@ -120,12 +136,14 @@ def _signature_drift(lib: FunctionLibrary, live: LiveLibrary, node: str) -> list
         if live_flags is None:
             continue  # a new function: nobody calls it yet
         changed = []
-        if set(live_flags) != set(f.flags):
+        lost = (set(live_flags) - set(f.flags)) & _NEEDED_FLAGS
+        gained = (set(f.flags) - set(live_flags)) & _REFUSING_FLAGS
+        if lost or gained:
             changed.append(f"flags [{', '.join(live_flags)}] -> [{', '.join(f.flags)}]")
         was = old.function(f.name) if old is not None else None
         if was is not None:
             for kind, before, after in (("keys", was.keys, f.keys), ("args", was.args, f.args)):
-                if before is not None and after is not None and before != after:
+                if before is not None and after is not None and _narrower(before, after):
                     shown = [", ".join(p.display for p in ps) for ps in (before, after)]
                     changed.append(f"{kind} ({shown[0]}) -> ({shown[1]})")
         if changed:
