@@ -7,6 +7,7 @@ that is not the directory's is never drift and never touched, whatever the comma
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,7 +220,7 @@ def test_rollback_loads_the_kept_code_back_from_the_server_itself(
     assert res.exit_code == 0, res.output
     v1, v2 = parse_library(STOCK_V1).sha[:12], parse_library(STOCK_V2).sha[:12]
     assert res.stdout.splitlines() == [
-        f"{node}: kept the code stock had ({v2}) in library luapipe_rollback_stock",
+        f"{node}: kept the code stock had ({v2}) in library luapipe_rollback_stock_kept",
         f"{node}: replaced stock {v2} -> {v1}",
         f"{node}: no previous code of hello kept; left as it is",
         f"rolled back 1 library on {node}",
@@ -300,10 +301,10 @@ def test_the_deploy_steps_run_alike_through_the_sync_and_asyncio_drivers(
     done = _steps(driver, client, deploy_libraries_steps([v1]))
     assert [str(c) for c in done.changes] == [f"{node}: loaded stock {v1.sha[:12]} (new)"]
     done = _steps(driver, client, deploy_libraries_steps([v2]))
-    assert [c.library for c in done.changes] == ["luapipe_rollback_stock", "stock"]
+    assert [c.library for c in done.changes] == ["luapipe_rollback_stock_kept", "stock"]
     assert [w.kind for w in done.warnings] == ["signature", "signature"]
     back = _steps(driver, client, rollback_libraries_steps([v2]))
-    assert [c.library for c in back.changes] == ["luapipe_rollback_stock", "stock"]
+    assert [c.library for c in back.changes] == ["luapipe_rollback_stock_kept", "stock"]
     assert code_of(shared, "stock") == STOCK_V1
     with pytest.raises(ServerError, match="a function name is taken"):
         _steps(
@@ -358,3 +359,12 @@ def test_signature_drift_is_a_change_that_refuses_a_call_the_live_version_took(
     new = parse_library(STOCK_V1.replace("-- @arg qty\n", after))
     drift, _ = drivers.drive(check_libraries_steps([new]), r)
     assert [d.kind for d in drift] == ["differs", *(["signature"] if breaks else [])]
+
+
+def test_a_rollback_copy_is_never_named_like_a_generated_library() -> None:
+    """Generated function forms are ``luapipe_<op>_<10 hex>`` and collected by that
+    pattern; a date-versioned library must not get a copy that looks like one."""
+    generated = re.compile(r"^luapipe_[A-Za-z_][A-Za-z0-9_]*_[0-9a-f]{10}$")
+    for library in ("orders_2024010100", "stock", "a_0123456789", "x"):
+        assert not generated.match(keeper_name(library))
+        assert keeper_name(library).startswith("luapipe_rollback_")

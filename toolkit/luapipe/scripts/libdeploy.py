@@ -24,12 +24,12 @@ from luapipe.scripts.header import Param, Signature
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
-    ROLLBACK_PREFIX,
     LiveLibrary,
     NodeState,
     keeper_name,
     keeper_source,
     kept_code,
+    kept_library,
     read_state_steps,
 )
 from luapipe.wire.replies import Command, ReplyError
@@ -72,9 +72,7 @@ class Change:
     @property
     def kept(self) -> str | None:
         """For a rollback copy: the library whose code it keeps."""
-        if self.library.startswith(ROLLBACK_PREFIX):
-            return self.library[len(ROLLBACK_PREFIX) :]
-        return None
+        return kept_library(self.library)
 
     def __str__(self) -> str:
         if self.kept is not None:

@@ -7,8 +7,10 @@
 ``LIBRARYNAME`` is a pattern, so only the library of exactly that name is kept.
 
 **The rollback copy.** Before ``deploy`` replaces a library on a node, it keeps the code
-it replaces on that node, in a library of its own: ``luapipe_rollback_<name>``, whose one
-function (``no-writes``) of the same name returns that code. So the copy lives where the
+it replaces on that node, in a library of its own: ``luapipe_rollback_<name>_kept``, whose
+one function (``no-writes``) of the same name returns that code. (The name never ends in
+ten hex digits, so luapipe's own generated names, ``luapipe_<op>_<hash>``, and their
+garbage collection can never take it.) So the copy lives where the
 code lived: it survives an ephemeral CI runner, replicates to the replicas, is saved in
 the RDB/AOF, is not a key (no eviction, no ``FLUSHALL``, no slot), and ``redis-cli
 --cluster add-node`` copies it with the rest. ``deploy --rollback`` reads it back.
@@ -28,20 +30,30 @@ from luapipe.wire.routing import Nodes, Send, SendEach, Steps
 
 __all__ = [
     "ROLLBACK_PREFIX",
+    "ROLLBACK_SUFFIX",
     "LiveLibrary",
     "NodeState",
     "kept_code",
     "keeper_name",
     "keeper_source",
+    "kept_library",
     "read_state_steps",
 ]
 
 ROLLBACK_PREFIX = "luapipe_rollback_"
+ROLLBACK_SUFFIX = "_kept"
 
 
 def keeper_name(library: str) -> str:
     """The library (and function) that keeps ``library``'s previous code on a node."""
-    return ROLLBACK_PREFIX + library
+    return f"{ROLLBACK_PREFIX}{library}{ROLLBACK_SUFFIX}"
+
+
+def kept_library(name: str) -> str | None:
+    """The library whose rollback copy ``name`` is (None: not a rollback copy's name)."""
+    if name.startswith(ROLLBACK_PREFIX) and name.endswith(ROLLBACK_SUFFIX):
+        return name[len(ROLLBACK_PREFIX) : -len(ROLLBACK_SUFFIX)] or None
+    return None
 
 
 def keeper_source(library: str, code: str) -> str:
