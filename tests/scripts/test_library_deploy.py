@@ -368,3 +368,22 @@ def test_a_rollback_copy_is_never_named_like_a_generated_library() -> None:
     for library in ("orders_2024010100", "stock", "a_0123456789", "x"):
         assert not generated.match(keeper_name(library))
         assert keeper_name(library).startswith("luapipe_rollback_")
+
+
+@pytest.mark.parametrize(
+    ("libraries", "says"),
+    [
+        ('{"stock": "ABC"}', ":4: library 'stock': 'ABC' is not a lower-case sha1"),
+        ('["stock"]', ':3: expected "libraries": {name: sha}'),
+    ],
+)
+def test_a_bad_libraries_section_of_the_lock_names_its_line(
+    tmp_path: Path, url: str, libraries: str, says: str
+) -> None:
+    d = write(tmp_path / "s", {"hello.lua": HELLO})
+    body = libraries.replace("{", "{\n    ").replace("[", "[\n    ")
+    text = '{\n  "version": 1, "scripts": {},\n  "libraries": ' + body + "\n}\n"
+    (d / "luapipe.lock.json").write_text(text)
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"error: {d / 'luapipe.lock.json'}{says}"), res.stderr

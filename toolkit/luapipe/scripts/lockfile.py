@@ -20,7 +20,8 @@ __all__ = ["LOCK_NAME", "LOCK_VERSION", "Lock", "read_lock", "read_lock_file", "
 LOCK_NAME = "luapipe.lock.json"
 LOCK_VERSION = 1
 _SHA_CHARS = frozenset("0123456789abcdef")
-_SHAPE = '{"version": 1, "scripts": {name: sha}, "libraries": {name: sha}}'
+_SHAPE = '{"version": 1, "scripts": {name: sha}}'
+_LIBRARIES_SHAPE = '"libraries": {name: sha} (each library\'s code SHA)'
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ def _line_of(text: str, key: str) -> int:
 def _shas(path: Path, text: str, data: dict[str, Any], key: str, what: str) -> dict[str, str]:
     table = data.get(key)
     if not isinstance(table, dict):
-        raise LockFileError(f"{path}:{_line_of(text, key)}: expected {_SHAPE}")
+        shape = _SHAPE if key == "scripts" else _LIBRARIES_SHAPE
+        raise LockFileError(f"{path}:{_line_of(text, key)}: expected {shape}")
     for name, sha in table.items():
         if not (isinstance(sha, str) and len(sha) == 40 and set(sha) <= _SHA_CHARS):
             raise LockFileError(
