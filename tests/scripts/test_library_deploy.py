@@ -387,3 +387,14 @@ def test_a_bad_libraries_section_of_the_lock_names_its_line(
     res = run("deploy", "--check", "--dir", str(d), "--url", url)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith(f"error: {d / 'luapipe.lock.json'}{says}"), res.stderr
+
+
+def test_a_refused_first_load_still_puts_back_the_loads_the_server_went_on_with(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"fussy.lua": NEWER_FAILS, "hello.lua": HELLO})
+    res = run("deploy", "--dir", str(d), "--url", url)  # fussy (refused), then hello (loaded)
+    node = url.split("//")[1].split("/")[0]
+    assert res.exit_code == 1
+    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert code_of(shared, "hello") is None and code_of(shared, "fussy") is None

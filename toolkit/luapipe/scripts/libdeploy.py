@@ -223,8 +223,8 @@ def apply_steps(plan: Mapping[str, list[Change]], what: str) -> Steps[list[Chang
             changed.append(node)
             continue
         failed[node] = refused[1]
-        if refused[0]:
-            changed.append(node)
+        if any(not isinstance(reply, ReplyError) for reply in answer):
+            changed.append(node)  # the server went on past the refused one
     if not failed:
         return [c for n in nodes for c in plan[n]]
     undo = {n: [c.undone() for c in reversed(plan[n])] for n in changed}
