@@ -237,6 +237,9 @@ def test_the_registry_holds_libraries_beside_scripts(tmp_path: Path) -> None:
         reg.function("hello")
     with pytest.raises(UnknownScriptError, match="did you mean 'peek'"):
         reg.function("peak")
+    assert reg.library("stock") is lib and [x.name for x in reg.libraries] == ["stock"]
+    with pytest.raises(KeyError, match="unknown library 'hello'"):
+        reg.library("hello")
 
 
 def test_every_name_clash_is_named_in_one_error(tmp_path: Path) -> None:

@@ -16,9 +16,10 @@ a dropped connection (see :mod:`luapipe.wire.sync`).
 
 A ``#!lua name=<library>`` file of the directory is a Redis Function library
 (:class:`~luapipe.scripts.library.FunctionLibrary`), held beside the scripts:
-``reg.libraries`` lists them, ``reg.function(name)`` returns ``(LuaFunction,
-FunctionLibrary)`` for a function name, ``reg.functions()`` the function names, and
-``reg[name]`` stays the :class:`LuaScript` of a script. Script and function names share
+``reg.libraries`` lists them, ``reg.library(name)`` is one, ``reg.function(name)`` returns
+``(LuaFunction, FunctionLibrary)`` for a function name (what a call sends, and what to load
+where the function is missing), ``reg.functions()`` the function names, and ``reg[name]``
+stays the :class:`LuaScript` of a script. Script and function names share
 one namespace: a clash (two files, or a script and a function, or two libraries) is one
 error naming every clash.
 
@@ -132,7 +133,8 @@ class ScriptRegistry:
             raise_problems(found)
         for problem in found:
             self._scripts.pop(problem.name, None)
-        self._functions = {
+        #: function name -> (function, its library): what reg.call looks up first
+        self._fns: dict[str, tuple[LuaFunction, FunctionLibrary]] = {
             f.name: (f, lib) for lib in self._libraries.values() for f in lib.functions
         }
         self._problems = tuple(sorted(found, key=lambda p: p.name))
@@ -165,14 +167,22 @@ class ScriptRegistry:
         """The Function libraries of the directory, sorted by library name."""
         return tuple(self._libraries[n] for n in sorted(self._libraries))
 
+    def library(self, name: str) -> FunctionLibrary:
+        """The Function library called ``name`` (:class:`UnknownScriptError`, a KeyError,
+        if the registry has none)."""
+        try:
+            return self._libraries[name]
+        except (KeyError, TypeError):
+            raise UnknownScriptError(f"unknown library {name!r}") from None
+
     def functions(self) -> list[str]:
         """The names of every function the libraries register, sorted."""
-        return sorted(self._functions)
+        return sorted(self._fns)
 
     def function(self, name: str) -> tuple[LuaFunction, FunctionLibrary]:
         """The function ``name`` and the library that registers it (what to load when a
         node answers ``ERR Function not found``); :class:`UnknownScriptError` otherwise."""
-        found = self._functions.get(name) if isinstance(name, str) else None
+        found = self._fns.get(name) if isinstance(name, str) else None
         if found is not None:
             return found
         for problem in self._problems:
@@ -180,7 +190,7 @@ class ScriptRegistry:
                 raise ScriptError(f"{name!r} cannot be used: {problem.message}")
         if name in self._scripts:
             raise UnknownScriptError(f"{name!r} is a script, not a function: reg[{name!r}]")
-        close = difflib.get_close_matches(str(name), self._functions, n=1)
+        close = difflib.get_close_matches(str(name), self._fns, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownScriptError(f"unknown function {name!r}{hint}")
 
@@ -198,8 +208,8 @@ class ScriptRegistry:
         for problem in self._problems:
             if problem.name == name:
                 raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
-        if name in self._functions:
-            library = self._functions[name][1].name
+        if name in self._fns:
+            library = self._fns[name][1].name
             raise UnknownScriptError(
                 f"{name!r} is a function of library {library!r}, not a script: "
                 f"reg.function({name!r})"
