@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -287,3 +288,19 @@ def test_the_cli_kills_a_function_and_says_unkillable_once_it_wrote(
     assert r.get("w") == b"1"
     res = CliRunner().invoke(main, ["scripts", "kill", "--url", redis_server.url])
     assert (res.exit_code, res.output.strip()) == (0, "no script or function running")
+
+
+def test_scripts_call_calls_a_function_of_a_library_file(
+    r: redis.Redis, redis_server: ServerProcess, tmp_path: Path
+) -> None:
+    (tmp_path / "counters.lua").write_text(
+        "#!lua name=counters\n-- @function bump\n-- @key k\n-- @arg n\n" + SOURCE.split("\n", 1)[1]
+    )
+    base = ["scripts", "call", "--dir", str(tmp_path), "--url", redis_server.url]
+    res = CliRunner().invoke(main, [*base, "bump", "-k", "n", "-a", "3"])
+    assert (res.exit_code, res.output) == (0, "3\n")  # healed: the library was not there
+    res = CliRunner().invoke(main, [*base, "peek", "-k", "n"])
+    assert (res.exit_code, res.output) == (0, "3\n")
+    res = CliRunner().invoke(main, [*base, "bump", "-k", "n"])
+    assert res.exit_code == 1 and "function 'bump' takes 1 arg" in res.output
+    assert r.get("n") == b"3"

@@ -158,11 +158,12 @@ def scripts_call(
     url: str | None,
     as_json: bool,
 ) -> None:
-    """Call script NAME with --key/--arg values and print its reply: (nil) for nil, lists
-    and maps as JSON (with --json: always JSON, nil is null). A broken script elsewhere in
-    the directory does not stop the call of a good one."""
+    """Call script or function NAME with --key/--arg values and print its reply: (nil) for
+    nil, lists and maps as JSON (with --json: always JSON, nil is null). A broken script
+    elsewhere in the directory does not stop the call of a good one."""
     reg = common.registry(directory, strict=False)
-    reg[name].check_call(keys, args)  # before connecting
+    if reg.function_call(name, keys, args) is None:  # a function's counts checked there
+        reg[name].check_call(keys, args)  # before connecting
     result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
     click.echo(json.dumps(result) if as_json else _show(result))
 
