@@ -26,6 +26,12 @@ run). So :func:`read_heal` reads each call's fate from the one EXEC, with no gue
   naming both code SHAs, and the call did not run;
 - "not found" with no library live: the load failed (its error says why: a compile error
   at file:line, a function name another library owns...); the call did not run.
+
+So one heal on a node is definitive: nothing is left to repeat there. What repeats is the
+routing: a heal answered with a redirect (the slot moved, a failover) did not run, and the
+call starts again on the node that owns the slot now, healing there if it must, bounded by
+the :class:`~luapipe.wire.policy.RetryPolicy`'s ``redirects``
+(:func:`~luapipe.wire.routing.on_slot_node`, :func:`~luapipe.wire.routing.per_node`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ Rules it enforces (see DESIGN.md "Semantics that must hold"):
   not run, so only those calls are loaded and re-sent (bounded rounds); nothing else is.
 - transactional: scripts run as ``EVAL`` inside MULTI/EXEC, so EXEC never depends on the
   cache (an EVALSHA of a missing script would fail alone while the rest commits).
+- functions (:class:`~luapipe.scripts.fcall.FunctionCall`): FCALL alone (libraries
+  persist); the calls answered with the exact "ERR Function not found" did not run and go
+  again in one MULTI after their libraries' FUNCTION LOAD (never REPLACE). In a
+  transaction each library's FUNCTION LOAD is queued inside MULTI ahead of the calls, and
+  before the first transaction on a node its live version is read (FUNCTION LIST): another
+  version is refused before MULTI.
 """
 
 from __future__ import annotations
