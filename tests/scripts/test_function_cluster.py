@@ -93,7 +93,25 @@ def test_calls_route_by_slot_and_a_node_that_lost_its_library_heals_alone(
         pipe.call("bump", [k], [10]).call("peek", [k])
     assert driver.run(pipe.execute()) == [13, b"13"] * 3
     assert pipe.last_reloads == 2  # only the two calls on the flushed node went again
-    assert {n: loads(primary(rc, n)) for n in keys} == {n: int(n in (lost, second)) for n in keys}
+    # one MULTI (and FUNCTION LOAD) per call healed: its own slot, never CROSSSLOT
+    healed = {lost: 1, second: 2}
+    assert {n: loads(primary(rc, n)) for n in keys} == {n: healed.get(n, 0) for n in keys}
+
+
+def test_a_pipeline_heals_calls_of_many_slots_on_one_node(
+    driver: Driver, rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster, reg: ScriptRegistry
+) -> None:
+    """Twenty calls of twenty slots, all on a node without the library: a cluster checks
+    a MULTI's keys as one request, so healing them in one MULTI would be CROSSSLOT."""
+    node = rc.get_primaries()[0]
+    keys = [k for k in (f"s{i}" for i in range(500)) if rc.get_node_from_key(k) == node][:20]
+    assert len({rc.keyslot(k) for k in keys}) == 20
+    pipe = reg.pipeline(driver.cluster(cluster.ports[0]))
+    for k in keys:
+        pipe.call("bump", [k], [1])
+    assert driver.run(pipe.execute()) == [1] * 20
+    assert pipe.last_reloads == 20
+    assert [rc.get(k) for k in keys] == [b"1"] * 20
 
 
 def test_read_only_calls_go_to_replicas_and_heal_on_the_primary(

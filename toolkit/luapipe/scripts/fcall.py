@@ -5,12 +5,14 @@ persist and replicate, so in steady state nothing else is sent: no check, no loa
 
 The server's whole reply ``ERR Function not found``
 (:attr:`~luapipe.wire.replies.ReplyError.is_function_not_found`) proves the call did not
-run. The library is then loaded and the call sent again in one atomic round trip on the
-primary that owns the slot (:func:`heal_batch`)::
+run. The library is then loaded and the call sent again, atomically, on the primary that
+owns the slot (:func:`heal_batch`; the calls of one pipeline that did not run go in one
+round trip, each in its own MULTI, since a cluster checks a MULTI's keys as one request)::
 
     MULTI
     FUNCTION LOAD <library>                        (never REPLACE)
-    FUNCTION LIST LIBRARYNAME <library> WITHCODE   (what is live, as the FCALL sees it)
+    FUNCTION LIST LIBRARYNAME <library> WITHCODE   (what is live, as the FCALL sees it;
+                                                    with the first call of each library)
     FCALL <function> ...
     EXEC
 
@@ -140,38 +142,42 @@ def conflict_error(library: FunctionLibrary, live_sha: str, node: str, what: str
 
 
 # -- the heal round trip -------------------------------------------------------------------
-def _libraries(calls: Sequence[FunctionCall]) -> list[FunctionLibrary]:
-    return list({c.library.sha: c.library for c in calls}.values())
+def _groups(calls: Sequence[FunctionCall]) -> list[bool]:
+    """Per call, whether its MULTI also lists its library (the first call of each)."""
+    seen: set[str] = set()
+    out = []
+    for c in calls:
+        out.append(c.library.sha not in seen)
+        seen.add(c.library.sha)
+    return out
 
 
 def heal_batch(calls: Sequence[FunctionCall]) -> list[Command]:
-    """MULTI, FUNCTION LOAD and FUNCTION LIST of each library once, the FCALLs, EXEC."""
-    libs = _libraries(calls)
-    return [
-        MULTI,
-        *(load_command(lib) for lib in libs),
-        *(list_command(lib) for lib in libs),
-        *(c.fcall() for c in calls),
-        EXEC,
-    ]
+    """One MULTI per call: FUNCTION LOAD of its library, FUNCTION LIST of it (with the
+    first call of each library), the FCALL, EXEC.
+
+    A MULTI per call, not one for all: a cluster checks a transaction's keys as one
+    request, so calls of several slots in one MULTI would be CROSSSLOT, and keys of a
+    migrating slot TRYAGAIN until the migration ends."""
+    out: list[Command] = []
+    for call, listed in zip(calls, _groups(calls), strict=True):
+        lib = call.library
+        out += [MULTI, load_command(lib), *([list_command(lib)] if listed else []), call.fcall()]
+        out.append(EXEC)
+    return out
 
 
 def _refused(text: str) -> LuapipeError:
     return translate(ResponseError(text))
 
 
-def _aborted(calls: Sequence[FunctionCall], queued: Sequence[Any], exec_reply: Any) -> list[Any]:
-    """EXEC did not run the batch: every call gets a redirect (route it again) or the
-    refusal; nothing ran."""
-    moved = [Redirect.of(q) for q in queued[-len(calls) :]]
-    first = next((m for m in moved if m is not None), None)
-    if first is not None:
-        again = Redirect("TRYAGAIN", None, f"TRYAGAIN aborted with a redirected call ({first})")
-        return [m if m is not None else (again if first.ask is None else first) for m in moved]
+def _aborted(queued: Sequence[Any], exec_reply: Any) -> Any:
+    """EXEC did not run the call: a redirect (route it again) or the refusal."""
+    moved = Redirect.of(queued[-1]) or Redirect.of(exec_reply)
+    if moved is not None:
+        return moved
     errors = [q for q in queued if isinstance(q, ReplyError)]
-    text = errors[0].text if errors else _text(getattr(exec_reply, "text", exec_reply))
-    err = _refused(text)
-    return [err] * len(calls)
+    return _refused(errors[0].text if errors else _text(getattr(exec_reply, "text", exec_reply)))
 
 
 def read_heal(
@@ -188,44 +194,59 @@ def read_heal(
     ``load_failed(library, reply, node)`` is the error for a FUNCTION LOAD that failed
     (both in :mod:`luapipe.scripts.protocol`, the one reader of Lua errors).
     """
-    if isinstance(replies[0], ReplyError):  # MULTI refused (BUSY...): nothing was queued
-        return [_refused(replies[0].text)] * len(calls)
-    queued, exec_reply = replies[1:-1], replies[-1]
-    if not isinstance(exec_reply, list | tuple):  # EXECABORT: nothing ran
-        return _aborted(calls, queued, exec_reply)
-    items = [
-        ReplyError(full_error_text(r)) if isinstance(r, BaseException) else r for r in exec_reply
-    ]
-    libs = _libraries(calls)
-    loads = dict(zip((lib.sha for lib in libs), items, strict=False))
-    lives = {lib.sha: live_library(items[len(libs) + i], lib.name) for i, lib in enumerate(libs)}
+    lives: dict[str, LiveLibrary | None] = {}
     out: list[Any] = []
-    for call, reply in zip(calls, items[2 * len(libs) :], strict=True):
-        if not (isinstance(reply, ReplyError) and reply.is_function_not_found):
-            out.append(result(call, reply))  # it ran
-            continue
-        lib, fn = call.library, call.function.name
-        live = lives[lib.sha]
-        if live is None:  # our load failed: its error says why
-            load = loads[lib.sha]
-            out.append(
-                load_failed(lib, load, node)
-                if isinstance(load, ReplyError)
-                else ServerError(
-                    f"function {fn!r} not found on {node} right after loading "
-                    f"library {lib.name!r}; it did not run"
-                )
-            )
-        elif live.sha != lib.sha:
-            out.append(conflict_error(lib, live.sha, node, f"function {fn!r} did not run"))
-        elif fn in live.functions:  # the function's own error reply is that very text
-            out.append(result(call, reply))
-        else:
-            where = lib.path or lib.name
-            out.append(
-                ServerError(
-                    f"library {lib.name!r} ({where}) registers no function {fn!r} on {node} "
-                    "(registered only under a condition?); it did not run"
-                )
-            )
+    pos = 0
+    for call, listed in zip(calls, _groups(calls), strict=True):
+        size = 5 if listed else 4
+        group, pos = replies[pos : pos + size], pos + size
+        out.append(_read_group(call, listed, group, lives, node, result, load_failed))
     return out
+
+
+def _read_group(
+    call: FunctionCall,
+    listed: bool,
+    group: Sequence[Any],
+    lives: dict[str, LiveLibrary | None],
+    node: str,
+    result: Callable[[FunctionCall, Any], Any],
+    load_failed: Callable[[FunctionLibrary, ReplyError, str], LuapipeError],
+) -> Any:
+    lib, fn = call.library, call.function.name
+    if isinstance(group[0], ReplyError):  # MULTI refused (BUSY...): nothing was queued
+        return _refused(group[0].text)
+    queued, exec_reply = group[1:-1], group[-1]
+    if not isinstance(exec_reply, list | tuple):  # EXECABORT, TRYAGAIN: nothing ran
+        return _aborted(queued, exec_reply)
+    items = [ReplyError(full_error_text(r)) if isinstance(r, BaseException) else r
+             for r in exec_reply]  # fmt: skip
+    load, reply = items[0], items[-1]
+    if listed:
+        lives[lib.sha] = live_library(items[1], lib.name)
+    if not (isinstance(reply, ReplyError) and reply.is_function_not_found):
+        return result(call, reply)  # it ran
+    live = lives.get(lib.sha)
+    if isinstance(load, ReplyError) and not _exists(load):  # our load failed: why
+        return load_failed(lib, load, node)
+    if live is None:  # loaded by this MULTI, or by another client since the list
+        if not isinstance(load, ReplyError):  # ours, loaded just before the call
+            return result(call, reply)  # its own error reply is that very text
+        return ServerError(
+            f"function {fn!r} was not found on {node} while library {lib.name!r} was "
+            "there (another version loaded meanwhile?); it did not run"
+        )
+    if live.sha != lib.sha:
+        return conflict_error(lib, live.sha, node, f"function {fn!r} did not run")
+    if fn in live.functions:  # the function's own error reply is that very text
+        return result(call, reply)
+    where = lib.path or lib.name
+    return ServerError(
+        f"library {lib.name!r} ({where}) registers no function {fn!r} on {node} "
+        "(registered only under a condition?); it did not run"
+    )
+
+
+def _exists(reply: ReplyError) -> bool:
+    """FUNCTION LOAD's "ERR Library 'x' already exists" (harmless: it never replaces)."""
+    return reply.text.startswith("ERR Library ") and reply.text.endswith(" already exists")
