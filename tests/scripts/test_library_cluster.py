@@ -88,11 +88,16 @@ def test_deploy_loads_every_primary_and_check_sees_every_node(
     assert res.stdout.startswith("no drift: 0 scripts, 2 libraries, nodes ")
     assert len(res.stdout.split("nodes ")[1].split(", ")) == 6  # replicas are checked too
     write(d, {"stock.lua": STOCK_V2})
-    assert run("deploy", "--dir", str(d), "--url", clean.url).exit_code == 0
+    res = run("deploy", "--dir", str(d), "--url", clean.url)
+    assert res.exit_code == 0, res.output
+    assert [ln.split(" (")[0] for ln in res.stderr.splitlines()] == [  # once, not per node
+        "warning: signature: stock_reserve on 6 nodes",
+        "warning: signature: stock_left on 6 nodes",
+    ]
     replicated(clean, "stock", STOCK_V2)
     res = run("deploy", "--rollback", "--dir", str(d), "--url", clean.url)
     assert res.exit_code == 0, res.output
-    assert res.stdout.splitlines()[-1].startswith("rolled back 3 libraries on ")
+    assert res.stdout.splitlines()[-1].startswith("rolled back stock (nodes ")
     replicated(clean, "stock", STOCK_V1)
     replicated(clean, "hello", HELLO)
 

@@ -223,7 +223,7 @@ def test_rollback_loads_the_kept_code_back_from_the_server_itself(
         f"{node}: kept the code stock had ({v2}) in library luapipe_rollback_stock_kept",
         f"{node}: replaced stock {v2} -> {v1}",
         f"{node}: no previous code of hello kept; left as it is",
-        f"rolled back 1 library on {node}",
+        f"rolled back stock (nodes {node})",
     ]
     assert code_of(shared, "stock") == STOCK_V1 and code_of(shared, "hello") == HELLO
     assert not (runner / "luapipe.lock.json").exists()  # the lock is left as it is

@@ -12,7 +12,7 @@ import click
 
 from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError, mask_url
-from luapipe.scripts.deploy import LOCK_NAME, DeployReport, deploy
+from luapipe.scripts.deploy import LOCK_NAME, DeployReport, Drift, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import one_line
@@ -305,17 +305,29 @@ def _deploy_text(report: DeployReport, rollback: bool) -> None:
             click.echo(f"{name:<{width}} {sha}  library")
     for line in (*report.changes, *report.notes):
         click.echo(line)
-    for w in report.warnings:
-        click.echo(f"warning: {w}", err=True)
+    for warning in _grouped(report.warnings):
+        click.echo(f"warning: {warning}", err=True)
     for d in report.drift:
         click.echo(str(d))
     nodes = ", ".join(report.nodes)
     if rollback:
-        n = len(report.changes) // 2  # each library rolled back on a node, and its copy
-        click.echo(f"rolled back {n} {'library' if n == 1 else 'libraries'} on {nodes}")
+        names = ", ".join(report.changed_libraries) or "nothing"
+        click.echo(f"rolled back {names} (nodes {nodes})")
         return
     state = "written" if report.lock_written else "unchanged"
     click.echo(f"deployed {_scope(report)} to {nodes}; lock {report.lock_path} {state}")
+
+
+def _grouped(found: tuple[Drift, ...]) -> list[str]:
+    """The same finding on several nodes, once: ``on 6 nodes`` instead of six lines."""
+    nodes: dict[tuple[str, str, str], list[str]] = {}
+    for d in found:
+        nodes.setdefault((d.kind, d.name, d.detail), []).append(d.node)
+    out = []
+    for (kind, name, detail), where in nodes.items():
+        on = where[0] if len(where) == 1 else f"{len(where)} nodes"
+        out.append(str(Drift(kind, name, on, detail)))
+    return out
 
 
 def _deploy_dir(directory: str | None) -> Path:

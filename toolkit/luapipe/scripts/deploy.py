@@ -62,6 +62,8 @@ class DeployReport:
     #: functions whose keys, args or flags changed under the same name (deploy goes on)
     warnings: tuple[Drift, ...] = ()
     notes: tuple[str, ...] = ()
+    #: the libraries deploy (or rollback) changed on some node, by name
+    changed_libraries: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -78,6 +80,7 @@ class DeployReport:
             "changes": list(self.changes),
             "warnings": [d.as_dict() for d in self.warnings],
             "notes": list(self.notes),
+            "changed_libraries": list(self.changed_libraries),
             "drift": [d.as_dict() for d in self.drift],
         }
 
@@ -121,6 +124,9 @@ def _report(
         changes=tuple(str(c) for c in outcome.changes) if outcome else (),
         warnings=outcome.warnings if outcome else (),
         notes=outcome.notes if outcome else (),
+        changed_libraries=tuple(
+            sorted({c.library for c in outcome.changes if c.kept is None}) if outcome else ()
+        ),
     )
 
 
