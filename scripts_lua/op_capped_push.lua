@@ -16,10 +16,10 @@ local _t1 = v_cap - (1)
 if _t1 >= 9007199254740992 or _t1 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
 local _e, _r
 local v_length = redis.pcall('LPUSH', v_entries, v_entry)
-if type(v_length) == 'table' and v_length.err then _e = v_length end
+if type(v_length) == 'table' and v_length.err then _e = tostring(v_length.err) end
 _r = redis.pcall('LTRIM', v_entries, "0", string.format('%d', _t1))
-if type(_r) == 'table' and _r.err and not _e then _e = _r end
-if _e then return redis.error_reply(_e.err) end
+if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+if _e then return redis.error_reply(_e) end
 local _t2 = v_length - v_cap
 if _t2 >= 9007199254740992 or _t2 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
 return {math.min(v_length, v_cap), math.max((0), _t2)}

@@ -18,7 +18,7 @@ local v_ok = (v_current == v_expected)
 local _e, _r
 if v_ok then
   _r = redis.pcall('HSET', v_record, v_field, v_new)
-  if type(_r) == 'table' and _r.err then _e = _r end
+  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return {(v_ok and (1) or (0)), (v_current or false)}

@@ -13,7 +13,7 @@ local _e, _r
 for i = 1, #v_counters do
   local v_it = v_counters[i]
   _r = redis.pcall('INCRBY', v_it, ARGV[1])
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return (#v_counters)

@@ -24,7 +24,7 @@ local v_top = (v_improved and v_score or _co(v_best, v_score))
 local _e, _r
 if v_improved then
   _r = redis.pcall('ZADD', v_board, string.format('%.17g', v_score), v_player)
-  if type(_r) == 'table' and _r.err then _e = _r end
+  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return {(v_improved and (1) or (0)), string.format('%.17g', v_top), v_above}

@@ -35,11 +35,11 @@ if _t2 >= 9007199254740992 or _t2 <= -9007199254740992 then error('OVERFLOW inte
 local _e, _r
 if v_allowed then
   _r = redis.pcall('INCR', v_counter)
-  if type(_r) == 'table' and _r.err then _e = _r end
+  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 end
 if (v_allowed and (v_count == (0))) then
   _r = redis.pcall('EXPIRE', v_counter, ARGV[2])
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return {(v_allowed and (1) or (0)), math.max((0), _t2)}

@@ -28,7 +28,7 @@ end
 local _e, _r
 if v_ok then
   _r = redis.pcall('DECRBY', v_stock, ARGV[1])
-  if type(_r) == 'table' and _r.err then _e = _r end
+  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return {(v_ok and (1) or (0)), v_left}

@@ -31,14 +31,14 @@ _ret2 = v_count + (v_allowed and (1) or (0))
 if _ret2 >= 9007199254740992 or _ret2 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
 local _e, _r
 _r = redis.pcall('ZREMRANGEBYSCORE', v_window, "-inf", string.format('%d', _t1))
-if type(_r) == 'table' and _r.err then _e = _r end
+if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 if v_allowed then
   _r = redis.pcall('ZADD', v_window, ARGV[1], v_request)
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
 if v_allowed then
   _r = redis.pcall('PEXPIRE', v_window, ARGV[2])
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return {(v_allowed and (1) or (0)), _ret2}

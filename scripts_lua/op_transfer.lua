@@ -36,11 +36,11 @@ end
 local _e, _r
 if v_ok then
   _r = redis.pcall('DECRBY', v_src, ARGV[1])
-  if type(_r) == 'table' and _r.err then _e = _r end
+  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 end
 if v_ok then
   _r = redis.pcall('INCRBY', v_dst, ARGV[1])
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return {(v_ok and (1) or (0)), _ret1}

@@ -26,20 +26,20 @@ v_now = tonumber(v_now)
 if v_now >= 9007199254740992 or v_now <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
 local _e, _r
 _r = redis.pcall('HSET', v_login, v_token, v_user)
-if type(_r) == 'table' and _r.err then _e = _r end
+if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
 _r = redis.pcall('ZADD', v_recent, ARGV[4], v_token)
-if type(_r) == 'table' and _r.err and not _e then _e = _r end
+if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 if ((#v_item) > (0)) then
   _r = redis.pcall('ZADD', v_viewed, ARGV[4], v_item)
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
 if ((#v_item) > (0)) then
   _r = redis.pcall('ZREMRANGEBYRANK', v_viewed, "0", "-26")
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
 if ((#v_item) > (0)) then
   _r = redis.pcall('ZINCRBY', v_item_views, "-1", v_item)
-  if type(_r) == 'table' and _r.err and not _e then _e = _r end
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
 end
-if _e then return redis.error_reply(_e.err) end
+if _e then return redis.error_reply(_e) end
 return (((#v_item) > (0)) and 1 or 0)

@@ -46,16 +46,16 @@ FORMS = ("naive", "pipelined", "transaction", "script", "function")
 #: regenerating must never change it by accident. A deliberate change (issue 18: the Lua as a
 #: person writes it, no helper closure built per call) updates these and the lock file.
 SCRIPT_SHAS = {
-    "capped_push": "8fcb3e45c658a5a89264be188d08cec702e9104e",
-    "cas_update": "464ab770ebd6aba61135375707878f7b2f2343b9",
+    "capped_push": "60459ac6978f4d89d93cc92b5c7d16c74b435c72",
+    "cas_update": "a62f91ab7517240cdc037e0c7f519c7048f54c41",
     "fetch_feed": "6706d9d61b26f3fd90bb7169587b092d21c1b7a4",
-    "incr_many": "3ef8bff00c9a831d26900f0388f599f5156f0b58",
-    "leaderboard_submit": "580143234cd4c9e36dbd3f438684a606da7123e4",
-    "rate_limit": "a21ce8513c53eff8c00c635e56d7798180770485",
-    "reserve_stock": "56d3384d4dc824a7c1f18e0aee6ee6e4d298c0d3",
-    "sliding_window_rate_limit": "403681329478c12938f56930e4bbc4fb51423ae9",
-    "transfer": "7eba90268a0f727bb314636b79c985549e9f6620",
-    "update_token": "c00e762620331d9f6e68de0f74434cb648124877",
+    "incr_many": "26ad6819d8af1f68d11d3dbf5fd53d6d211e17e1",
+    "leaderboard_submit": "4625b618b6985850db7bb58611d3e361af61cda5",
+    "rate_limit": "281d7428561a7976c16b5ff1e08cbd522ed833bd",
+    "reserve_stock": "2660da4cc9d4511788322edf1d7af9ecdd38e157",
+    "sliding_window_rate_limit": "509aa90699bad01476e8dbe0f71c19106195cc46",
+    "transfer": "babb5534c95f09a809b6c2d6009972135a1d026f",
+    "update_token": "7a52b462767d690195af512fd123f365ff7e2e39",
 }
 
 

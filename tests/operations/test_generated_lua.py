@@ -24,7 +24,7 @@ from luapipe.scripts.luaenv import BASE
 from luapipe.scripts.script import LuaScript
 
 from ..conftest import EXAMPLES_DIR, SCRIPTS_DIR
-from .test_write_replies import REPLIES
+from .test_write_replies import REPLIES, forms_for
 
 CATALOGUE = {
     p.stem: load_operation(p) for p in sorted((EXAMPLES_DIR / "operations").glob("*.toml"))
@@ -165,7 +165,7 @@ def test_a_value_only_python_needs_is_read_and_checked_but_not_used() -> None:
 
 def test_the_constructs_agree_in_every_form(client: redis.Redis) -> None:
     """What the statements replace (helpers, the command table) still means the same."""
-    report = verify(CONSTRUCTS, client, cases=300, seed=3)
+    report = verify(CONSTRUCTS, client, cases=300, seed=3, forms=forms_for(client))
     assert report.ok, report.mismatch.describe() if report.mismatch else ""
     assert report.errors_agreed < report.cases  # most cases reach the writes
 

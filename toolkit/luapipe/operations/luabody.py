@@ -55,6 +55,8 @@ NOT_INT = "error('NOTINT a value read is not an integer')"
 _RAISES = re.compile(r"(?<![\w.])(?!_co\(|_neg\(|_contains\()(?:_[a-z]+|error)\(")
 #: write commands whose integer reply is a counter's value, which may pass 2^53
 COUNTERS = frozenset({"INCR", "INCRBY", "DECR", "DECRBY", "HINCRBY"})
+#: after a pcall into _r: keep the first error's message
+KEEP = "if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end"
 #: locals of the body's top level, at most (Lua allows 200 per function)
 MAX_LOCALS = 190
 
@@ -419,7 +421,12 @@ class _Body:
     # -- writes ---------------------------------------------------------------------------
     def writes(self) -> None:
         """Build every write (what can fail first), attempt each, return the first error;
-        then the named replies and the reply."""
+        then the named replies and the reply.
+
+        The first error's message is kept (``_e``) and returned with redis.error_reply: on
+        Redis the same reply as returning pcall's table. fakeredis (2.40) keeps a pcall
+        error's message as a Python object that a Function sometimes read back as another
+        (a spurious verify --fake mismatch): taking the message at once avoids it."""
         out = self.out
         staged = [self.stage(j, w) for j, w in enumerate(self.op.writes, start=1)]
         early = not self.op.late_returns and any(
@@ -429,9 +436,7 @@ class _Body:
         out("local _e, _r")
         for w, plan in zip(self.op.writes, staged, strict=True):
             self.attempt(w, *plan)
-        # the same reply as `return _e` on Redis; fakeredis (2.40) sometimes lost the message
-        # of a returned pcall error table in a Function (ERR wrong number or type of arguments)
-        out("if _e then return redis.error_reply(_e.err) end")
+        out("if _e then return redis.error_reply(_e) end")
         for w in self.op.writes:
             if w.name is not None and w.name in self.live:
                 self.convert_reply(w)
@@ -489,14 +494,14 @@ class _Body:
         named = w.name is not None and w.name in self.live
         var = f"v_{w.name}" if named else "_r"
         unset = "" if self.first else " and not _e"  # (no earlier write: _e is nil)
-        keep = f"if type({var}) == 'table' and {var}.err{unset} then _e = {var} end"
+        keep = f"if type({var}) == 'table' and {var}.err{unset} then _e = tostring({var}.err) end"
         self.first = False
         if staged is not None:
             if named:
                 out(f"local {var} = {{}}")
             with out.block(f"for i = 1, #{staged} do"):
                 out(f"_r = redis.pcall(unpack({staged}[i]))")
-                out("if type(_r) == 'table' and _r.err and not _e then _e = _r end")
+                out(KEEP)
                 if named:
                     out(f"{var}[i] = _r")
             return
@@ -509,7 +514,7 @@ class _Body:
                 out(f"local v_it = {items}[i]")
                 with out.block(f"if {when} then") if when else _flat():
                     out(f"_r = {call}")
-                    out("if type(_r) == 'table' and _r.err and not _e then _e = _r end")
+                    out(KEEP)
                     if named:
                         out(f"{var}[i] = _r")
             return
