@@ -2,7 +2,7 @@
 reference of the same behaviour (examples/bench/reference_lua/<op>.lua), script and function.
 
     .venv/bin/python examples/bench/generated_vs_hand.py [--url redis://...] [--calls 3000]
-        [--block 100] [--seed 1] [OP...]
+        [--block 50] [--seed 1] [OP...]
 
 Without --url it starts a private redis-server. Server time is read from ``INFO
 commandstats`` (the ``usec`` of EVALSHA, or of FCALL for the function form) before and after
@@ -213,7 +213,7 @@ def main() -> None:
     parser.add_argument("ops", nargs="*", help="catalogue operations (default: all)")
     parser.add_argument("--url")
     parser.add_argument("--calls", type=int, default=3000, help="calls per side and form")
-    parser.add_argument("--block", type=int, default=100)
+    parser.add_argument("--block", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     opts = parser.parse_args()
     if opts.url:
