@@ -263,6 +263,41 @@ def test_every_name_clash_is_named_in_one_error(tmp_path: Path) -> None:
     assert sorted(p.path for p in lenient.problems) == sorted(str(p) for p in d.glob("*.lua"))
 
 
+def test_function_names_that_differ_only_in_case_are_one_name(
+    tmp_path: Path, r: redis.Redis
+) -> None:
+    # The server's function names are case-insensitive: a second library registering 'FX'
+    # beside 'fx' is refused ...
+    r.function_load("#!lua name=one\nredis.register_function('fx', function() end)\n")
+    with pytest.raises(redis.ResponseError, match="Function FX already exists"):
+        r.function_load("#!lua name=two\nredis.register_function('FX', function() end)\n")
+    # ... while Redis 7.0 loads ONE library registering both, then crashes (an assertion in
+    # functionLibraryUnlink) when it is replaced or deleted: never load it here.
+    source = (
+        "#!lua name=cased\nredis.register_function('Fx', function() end)\n"
+        "redis.register_function('fX', function() end)\n"
+    )
+    with pytest.raises(ScriptError) as caught:
+        parse_library(source, path="cased.lua")
+    message = str(caught.value)
+    assert message.startswith("cased.lua:3: at load time: function 'fX' differs from 'Fx' (line 2)")
+    assert "case-insensitive" in message and "\n" not in message
+    d = _write(
+        tmp_path / "s",
+        {
+            "one.lua": "#!lua name=one\nredis.register_function('fx', function() end)\n",
+            "two.lua": "#!lua name=two\nredis.register_function('FX', function() end)\n",
+        },
+    )
+    with pytest.raises(DuplicateScriptError) as clash:
+        ScriptRegistry.from_directory(d)
+    assert str(clash.value) == (
+        "function names differ only in case (one name on the server): "
+        f"{d / 'one.lua'} (function 'fx' of library 'one' at line 2) and "
+        f"{d / 'two.lua'} (function 'FX' of library 'two' at line 2)"
+    )
+
+
 def test_a_broken_library_does_not_hide_the_good_files(tmp_path: Path, r: redis.Redis) -> None:
     d = _write(
         tmp_path / "s",

@@ -180,6 +180,39 @@ def test_a_taken_function_name_refuses_the_deploy_before_anything_is_sent(
     assert not (d / "luapipe.lock.json").exists()
 
 
+CASED = "#!lua name=cased\nredis.register_function('Cased_Get', function() return 1 end)\n"
+
+
+def test_a_function_name_taken_in_another_case_is_taken(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "cased.lua": CASED})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    shared.function_delete("stock")  # flushed; then another team's library comes:
+    shared.function_delete("cased")  # function names are case-insensitive on the server,
+    # so FCALL stock_reserve would run its STOCK_RESERVE, and loading ours fails
+    shared.function_load(
+        "#!lua name=squatter\nredis.register_function('STOCK_RESERVE', function() end)\n"
+        "redis.register_function('cased_get', function() end)"
+    )
+    shared.config_resetstat()
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(
+        "error: nothing deployed: a function name is taken: taken: Cased_Get"
+    )
+    assert "; taken: stock_reserve on" in res.stderr
+    assert loads(shared) == 0 and code_of(shared, "stock") is None
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert {
+        f"taken: Cased_Get on {node} (function of library 'cased' is registered by library "
+        "'squatter')",
+        f"taken: stock_reserve on {node} (function of library 'stock' is registered by "
+        "library 'squatter')",
+    } <= set(res.stdout.splitlines())
+
+
 def test_prune_deletes_only_the_libraries_the_lock_recorded_and_the_directory_dropped(
     tmp_path: Path, shared: redis.Redis, url: str
 ) -> None:

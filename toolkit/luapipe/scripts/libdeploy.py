@@ -205,7 +205,7 @@ def _conflicts(
             continue
         for lib in libraries:
             for f in lib.functions:
-                owner = state.owners.get(f.name)
+                owner = state.owners.get(f.name.lower())
                 if owner is None or owner == lib.name or owner in prune:
                     continue
                 if owner in ours and ours[owner].function(f.name) is None:

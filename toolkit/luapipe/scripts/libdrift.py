@@ -89,7 +89,7 @@ def library_drift(
                 out.append(Drift("differs", lib.name, state.node, detail))
                 out.extend(_signature_drift(lib, live, state.node))
             for f in lib.functions:
-                owner = state.owners.get(f.name)
+                owner = state.owners.get(f.name.lower())
                 if owner is not None and owner != lib.name:
                     detail = f"function of library {lib.name!r} is registered by library {owner!r}"
                     out.append(Drift("taken", f.name, state.node, detail))

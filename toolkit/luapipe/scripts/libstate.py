@@ -107,7 +107,8 @@ class LiveLibrary:
 @dataclass(frozen=True)
 class NodeState:
     """One node: its role, its libraries of ours (and their rollback copies) with code,
-    and the owner of every function name on it."""
+    and the owner of every function name on it (``owners`` is keyed by the lower-case
+    name: the server's function names are case-insensitive)."""
 
     node: str
     primary: bool
@@ -146,7 +147,7 @@ def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
     role = raise_for(replies[0])
     primary = _text(role[0]) == "master"
     replicas = len(role[2]) if primary and len(role) > 2 else 0
-    owners = {f: lib.name for lib in _libraries(replies[1]) for f, _ in lib.functions}
+    owners = {f.lower(): lib.name for lib in _libraries(replies[1]) for f, _ in lib.functions}
     libraries = {}
     for name, reply in zip(names, replies[2:], strict=True):
         for lib in _libraries(reply):
