@@ -264,6 +264,46 @@ def test_rollback_loads_the_kept_code_back_from_the_server_itself(
     assert res.exit_code == 0 and code_of(shared, "stock") == STOCK_V2
 
 
+def _lib(name: str, *functions: str) -> str:
+    body = "".join(
+        f"redis.register_function('{f}', function() return '{name}' end)\n" for f in functions
+    )
+    return f"#!lua name={name}\n{body}"
+
+
+def test_a_function_moving_between_two_of_our_libraries_deploys_and_rolls_back(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    # 'up' moves from zed to alpha and 'down' from beta to yak: the library that gives a
+    # function up goes first whatever the names' order, on deploy and on rollback
+    v1 = {
+        "alpha.lua": _lib("alpha", "a_own"),
+        "zed.lua": _lib("zed", "z_own", "up"),
+        "beta.lua": _lib("beta", "b_own", "down"),
+        "yak.lua": _lib("yak", "y_own"),
+    }
+    v2 = {
+        "alpha.lua": _lib("alpha", "a_own", "up"),
+        "zed.lua": _lib("zed", "z_own"),
+        "beta.lua": _lib("beta", "b_own"),
+        "yak.lua": _lib("yak", "y_own", "down"),
+    }
+    d = write(tmp_path / "s", v1)
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, v2)
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    kinds = {line.split(":")[0] for line in res.stdout.splitlines()[:-1]}
+    assert kinds == {"changed", "differs"}, res.output  # neither taken nor gone
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert not res.stderr  # no signature warning: the functions keep their signature
+    assert (shared.fcall("up", 0), shared.fcall("down", 0)) == (b"alpha", b"yak")
+    assert run("deploy", "--check", "--dir", str(d), "--url", url).exit_code == 0
+    res = run("deploy", "--rollback", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert (shared.fcall("up", 0), shared.fcall("down", 0)) == (b"zed", b"beta")
+
+
 def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(
     tmp_path: Path, shared: redis.Redis, url: str
 ) -> None:

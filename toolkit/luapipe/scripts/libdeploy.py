@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from luapipe.errors import ConnectionFailed, LuapipeError, ServerError
+from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
 from luapipe.scripts.libdrift import library_drift
+from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
     NodeState,
@@ -113,6 +114,32 @@ def _order(changes: list[Change]) -> list[Change]:
         return 1 if c.kept is not None else 2 if c.before is not None else 3
 
     return sorted(changes, key=rank)
+
+
+def _givers_first(
+    changes: list[Change], state: NodeState, registers: Mapping[str, Iterable[str]]
+) -> list[Change]:
+    """A library that takes a function another changed library holds on the node goes
+    after that one (a function moving between two of the directory's libraries: the server
+    refuses a name still registered). ``registers``: the functions each library's new code
+    registers. A cycle (two libraries swapping functions) keeps its order: the server
+    refuses it, and the change is put back."""
+    changing = {c.library for c in changes if c.after is not None}
+    takes: dict[str, set[str]] = {}
+    for c in changes:
+        if c.after is not None and c.kept is None:
+            owners = {state.owners.get(n.lower()) for n in registers.get(c.library, ())}
+            takes[c.library] = {o for o in owners if o in changing and o != c.library}
+    out: list[Change] = []
+    waiting = list(changes)
+    while waiting:
+        done = {c.library for c in out}
+        ready = [c for c in waiting if takes.get(c.library, set()) <= done]
+        if not ready:  # a cycle
+            return out + waiting
+        out += ready
+        waiting = [c for c in waiting if c not in ready]
+    return out
 
 
 def _refused(changes: Sequence[Change], replies: Sequence[object]) -> tuple[int, str] | None:
@@ -230,7 +257,9 @@ def deploy_libraries_steps(
     plan: dict[str, list[Change]] = {}
     for state in states:
         if state.primary:
-            plan[state.node] = _order(_node_plan(libraries, state, prune))
+            changes = _order(_node_plan(libraries, state, prune))
+            registers = {lib.name: lib.function_names for lib in libraries}
+            plan[state.node] = _givers_first(changes, state, registers)
     done = yield from apply_steps(plan, "deploy")
     drift = yield from _wait_steps(plan, states)
     if done:
@@ -271,6 +300,14 @@ def check_libraries_steps(
     return library_drift(libraries, states, stale), tuple(s.node for s in states)
 
 
+def _registered(code: str, name: str) -> tuple[str, ...]:
+    """The functions kept code registers (none known if it no longer reads)."""
+    try:
+        return parse_library(code, path=name).function_names
+    except ScriptError:
+        return ()
+
+
 def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[LibraryOutcome]:
     """On every primary, load back the code each library had before the last deploy that
     replaced it (its rollback copy), keeping the current code as the copy in turn (so a
@@ -278,6 +315,7 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
     states = yield from read_state_steps(_names(libraries))
     plan: dict[str, list[Change]] = {}
     notes = []
+    registers: dict[str, tuple[str, ...]] = {}
     for state in states:
         if not state.primary:
             continue
@@ -296,7 +334,8 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
             swap = keeper_source(lib.name, now) if now is not None else None
             changes.append(Change(state.node, kept.name, kept.code, swap))
             changes.append(Change(state.node, lib.name, now, old))
-        plan[state.node] = _order(changes)
+            registers[lib.name] = _registered(old, lib.name)
+        plan[state.node] = _givers_first(_order(changes), state, registers)
     done = yield from apply_steps(plan, "rollback")
     drift = yield from _wait_steps(plan, states)
     nodes = tuple(s.node for s in states)
