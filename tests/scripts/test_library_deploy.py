@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 import redis
 from click.testing import CliRunner, Result
 
-from luapipe.bench.server import ServerProcess
+from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 from luapipe.errors import ServerError
 from luapipe.scripts.libdeploy import (
@@ -302,6 +303,34 @@ def test_a_function_moving_between_two_of_our_libraries_deploys_and_rolls_back(
     res = run("deploy", "--rollback", "--dir", str(d), "--url", url)
     assert res.exit_code == 0, res.output
     assert (shared.fcall("up", 0), shared.fcall("down", 0)) == (b"zed", b"beta")
+
+
+def test_a_url_naming_a_replica_deploys_no_library_and_says_where_to_go(
+    tmp_path: Path, shared: redis.Redis, redis_server: ServerProcess
+) -> None:
+    server = EmbeddedRedis(["--replicaof", redis_server.host, str(redis_server.port)])
+    info = server.start()
+    try:
+        replica = redis.Redis(host=info.host, port=info.port)
+        deadline = time.monotonic() + 10
+        while replica.info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "replica did not sync"
+            time.sleep(0.05)
+        d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+        url = f"redis://{info.host}:{info.port}/0"
+        for option in ("--rollback", None):
+            res = run("deploy", *([option] if option else []), "--dir", str(d), "--url", url)
+            assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.output
+            what = "rolled back" if option else "deployed"
+            assert res.stderr == (
+                f"error: no library {what}: {info.host}:{info.port} is a replica (of "
+                f"{redis_server.host}:{redis_server.port}); Function libraries are loaded on "
+                "a primary and replicate: use the primary's URL\n"
+            )
+        assert code_of(shared, "stock") is None and not (d / "luapipe.lock.json").exists()
+        replica.close()
+    finally:
+        server.stop()
 
 
 def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(

@@ -242,6 +242,17 @@ def _conflicts(
     return out
 
 
+def _need_a_primary(states: Sequence[NodeState], what: str) -> None:
+    """A URL naming a replica (of a server that is no cluster) reaches no primary: nothing
+    could be loaded there, so say where to go instead of reporting success."""
+    if states and not any(s.primary for s in states):
+        s = states[0]
+        raise ServerError(
+            f"no library {what}: {s.node} is a replica (of {s.primary_of}); Function libraries "
+            "are loaded on a primary and replicate: use the primary's URL"
+        )
+
+
 def deploy_libraries_steps(
     libraries: Sequence[FunctionLibrary], *, prune: Sequence[str] = ()
 ) -> Steps[LibraryOutcome]:
@@ -249,6 +260,7 @@ def deploy_libraries_steps(
     keeping each replaced code in the node's rollback copy; then confirm every node."""
     names = _names(libraries, prune)
     states = yield from read_state_steps(names)
+    _need_a_primary(states, "deployed")
     conflicts = _conflicts(libraries, states, prune)
     if conflicts:
         listed = "; ".join(str(d) for d in conflicts)
@@ -262,9 +274,8 @@ def deploy_libraries_steps(
             plan[state.node] = _givers_first(changes, state, registers)
     done = yield from apply_steps(plan, "deploy")
     drift = yield from _wait_steps(plan, states)
-    if done:
-        after = yield from read_state_steps(names)
-        drift += [d for d in library_drift(libraries, after) if d.kind in ("missing", "differs")]
+    after = (yield from read_state_steps(names)) if done else states  # replicas too
+    drift += [d for d in library_drift(libraries, after) if d.kind in ("missing", "differs")]
     nodes = tuple(s.node for s in states)
     return LibraryOutcome(tuple(done), nodes, tuple(warnings), tuple(drift))
 
@@ -313,6 +324,7 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
     replaced it (its rollback copy), keeping the current code as the copy in turn (so a
     second rollback undoes the first). Only ``libraries`` are touched."""
     states = yield from read_state_steps(_names(libraries))
+    _need_a_primary(states, "rolled back")
     plan: dict[str, list[Change]] = {}
     notes = []
     registers: dict[str, tuple[str, ...]] = {}
