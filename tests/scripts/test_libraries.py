@@ -58,6 +58,10 @@ SHAPES: dict[str, tuple[str, dict[str, list[str]]]] = {
         " {'no-writes', 'allow-oom', 'allow-stale', 'no-cluster', 'allow-cross-slot-keys'}}\n",
         {"s_all": ["allow-cross-slot-keys", "allow-oom", "allow-stale", "no-cluster", "no-writes"]},
     ),
+    "NAME= in another case, the name quoted (the server reads both)": (
+        "#!lua NAME=\"shape\"\nredis.register_function('s_q', function() end)\n",
+        {"s_q": []},
+    ),
 }
 
 #: libraries the server refuses: (source, what luapipe's one line says, its line)
@@ -144,8 +148,9 @@ def test_functions_and_flags_are_those_the_server_lists(r: redis.Redis, shape: s
     assert read == expected
     r.function_load(source)
     assert _listed(r) == read
-    code = _pairs(r.function_list(withcode=True)[0])["library_code"]
-    assert code.decode() == source  # sent byte for byte
+    listed = _pairs(r.function_list(withcode=True)[0])
+    assert listed["library_code"].decode() == source  # sent byte for byte
+    assert listed["library_name"].decode() == lib.name == "shape"
     assert lib.sha == hashlib.sha1(source.encode()).hexdigest()
 
 
