@@ -242,6 +242,13 @@ def test_the_registry_holds_libraries_beside_scripts(tmp_path: Path) -> None:
         reg.function("hello")
     with pytest.raises(UnknownScriptError, match="did you mean 'peek'"):
         reg.function("peak")
+    # a call names a script or a function: a misspelt function is not an "unknown script"
+    with pytest.raises(
+        UnknownScriptError, match="unknown script or function 'reserv'; did you mean 'reserve'"
+    ):
+        reg.call(redis.Redis(port=1), "reserv", keys=["k"], args=[1])
+    res = CliRunner().invoke(main, ["scripts", "call", "peak", "--dir", str(d)])
+    assert res.output == "error: unknown script or function 'peak'; did you mean 'peek'?\n"
     assert reg.library("stock") is lib and [x.name for x in reg.libraries] == ["stock"]
     with pytest.raises(KeyError, match="unknown library 'hello'"):
         reg.library("hello")
