@@ -6,6 +6,7 @@ that is not the directory's is never drift and never touched, whatever the comma
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -28,6 +29,7 @@ from luapipe.scripts.libdeploy import (
 )
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.libstate import keeper_name, keeper_source, kept_code
+from luapipe.scripts.registry import ScriptRegistry
 from luapipe.wire import drivers
 
 from ..drivers import Driver
@@ -331,6 +333,33 @@ def test_a_url_naming_a_replica_deploys_no_library_and_says_where_to_go(
         replica.close()
     finally:
         server.stop()
+
+
+def test_a_live_library_that_is_not_utf8_is_read_replaced_and_rolled_back_byte_for_byte(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    """A same-named library loaded by hand with a Latin-1 comment ("caf\\xe9"): its SHA is
+    that of its bytes, a call meets one clear error, deploy keeps it and rollback puts it
+    back byte for byte (they raised UnicodeEncodeError)."""
+    latin = b"#!lua name=stock\n-- caf\xe9\nredis.register_function('stock_old', function() end)\n"
+    shared.function_load(latin)
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+    reg = ScriptRegistry.from_directory(d)
+    with pytest.raises(ServerError, match=f"code sha1 {hashlib.sha1(latin).hexdigest()}"):
+        reg.call(shared, "stock_left", keys=["units"])
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    lock = d / "luapipe.lock.json"
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and lock.exists(), res.output
+    res = run("deploy", "--rollback", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    flat = shared.function_list(library="stock", withcode=True)[0]
+    assert dict(zip(flat[0::2], flat[1::2], strict=True))[b"library_code"] == latin
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    sha = hashlib.sha1(latin).hexdigest()[:12]
+    assert f"(library code {sha} there, {parse_library(STOCK_V1).sha[:12]} in the file)" in (
+        res.stdout
+    )
 
 
 def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(

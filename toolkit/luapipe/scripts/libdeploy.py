@@ -60,9 +60,11 @@ class Change:
     def command(self) -> Command:
         if self.after is None:
             return Command(("FUNCTION", "DELETE", self.library))
+        # code read from a server may hold bytes that are not UTF-8: sent back as they were
+        code = self.after.encode("utf-8", "surrogateescape")
         if self.before is None:
-            return Command(("FUNCTION", "LOAD", self.after))
-        return Command(("FUNCTION", "LOAD", "REPLACE", self.after))
+            return Command(("FUNCTION", "LOAD", code))
+        return Command(("FUNCTION", "LOAD", "REPLACE", code))
 
     def undone(self) -> Change:
         return Change(self.node, self.library, self.after, self.before)

@@ -234,7 +234,11 @@ def registrations(code: str, where: str) -> list[Registration]:
     runtime = lua51.LuaRuntime(register_eval=False, encoding=None, max_memory=LOAD_MEMORY)
     try:
         status, result = runtime.execute(
-            _HARNESS, body.encode("utf-8"), LOAD_CPU_SECONDS, _FLAGS_TEXT, _RUNTIME_TEXT
+            _HARNESS,
+            body.encode("utf-8", "surrogateescape"),  # code read from a server may not be UTF-8
+            LOAD_CPU_SECONDS,
+            _FLAGS_TEXT,
+            _RUNTIME_TEXT,
         )
     except lua51.LuaMemoryError:  # outside the protected call: no line to name
         raise ScriptError(
