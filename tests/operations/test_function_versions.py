@@ -142,3 +142,17 @@ def test_gc_refused_by_the_server_is_one_line(r: redis.Redis, redis_server: Serv
     assert res.output.startswith(f"error: permission denied at {node}: NOPERM")
     assert "function|list" in res.output
     assert "gc-secret" not in res.output
+
+
+def test_gc_leaves_a_library_whose_code_is_not_utf8_alone(r: redis.Redis) -> None:
+    """A team's library named like luapipe's, its code with a Latin-1 byte (gc raised
+    UnicodeEncodeError reading it)."""
+    name = "luapipe_team_0123456789"
+    r.function_load(
+        f"#!lua name={name}\n-- caf".encode()
+        + b"\xe9\n"
+        + (f"redis.register_function('{name}', function() return 1 end)\n".encode())
+    )
+    found = collect_generated(r)
+    assert [(c.deleted, c.others) for c in found] == [((), 1)]
+    assert libraries(r) == {name}
