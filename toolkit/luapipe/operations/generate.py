@@ -153,7 +153,9 @@ def _library_text(op: OperationModel, prelude_text: str | None, name: str) -> st
 
 
 def _generated_name(op_name: str, holed_text: str) -> str:
-    return f"luapipe_{op_name}_{hashlib.sha1(holed_text.encode()).hexdigest()[:10]}"
+    # code read from a server (functions gc) may hold bytes that are not UTF-8
+    digest = hashlib.sha1(holed_text.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"luapipe_{op_name}_{digest[:10]}"
 
 
 def library_name(op: OperationModel) -> str:
