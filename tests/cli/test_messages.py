@@ -36,7 +36,8 @@ def test_a_lua_limit_without_a_line_names_the_line_it_is_reached(tmp_path: Path)
     followed by a stack traceback: the error is one line naming line 32768."""
     body = "".join(f"do local v{i} = {i} end\n" for i in range(32_800))
     (tmp_path / "big.lua").write_text("-- @key k\n" + body)
-    res = CliRunner().invoke(main, ["scripts", "load", "--dir", str(tmp_path), "--url", "x"])
+    url = "redis://127.0.0.1:1/0"  # never reached: the script is refused first
+    res = CliRunner().invoke(main, ["scripts", "load", "--dir", str(tmp_path), "--url", url])
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
     expected = f"error: {tmp_path / 'big.lua'}:32769: Lua syntax error: too many local variables"
     assert _one_error_line(res.output) == expected

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from luapipe.cli import _common as common
-from luapipe.errors import LuapipeError, mask_url
+from luapipe.errors import LuapipeError, printable_url
 from luapipe.scripts.deploy import LOCK_NAME, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
@@ -170,7 +170,7 @@ def _show(value: Any) -> str:
 def scripts_flush(url: str | None, yes: bool) -> None:
     """SCRIPT FLUSH: empties the server's whole script cache (every application's)."""
     client = common.client(url)  # a wrong URL fails before the question
-    where = mask_url(resolve_url(url))
+    where = printable_url(resolve_url(url))
     if not yes:
         question = f"Flush every cached script (every application's) on {where}?"
         try:

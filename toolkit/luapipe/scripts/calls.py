@@ -175,7 +175,7 @@ def after_evalsha(
         return redirect
     script = call.script
     if not reply.is_noscript:
-        raise script_error(script, reply.text)
+        raise script_error(script, reply.text, reply.where)
     known.discard(node, script.sha)
     (reply,) = yield Send([call.eval()], node, asking)
     redirect = Redirect.of(reply)
