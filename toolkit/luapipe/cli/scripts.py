@@ -125,7 +125,17 @@ def scripts_status(directory: str | None, url: str | None, as_json: bool) -> Non
 @scripts.command("call")
 @click.argument("name")
 @click.option("--key", "-k", "keys", multiple=True, help="A key (repeat, in order).")
-@click.option("--arg", "-a", "args", multiple=True, help="An argument (repeat, in order).")
+@click.option(
+    "--arg", "-a", "args", multiple=True, help="An argument, as written (repeat, in order)."
+)
+@click.option(
+    "--arg-file",
+    "arg_files",
+    multiple=True,
+    type=click.File("rb"),
+    help="An argument read from a file, byte for byte ('-' is stdin); after the --arg ones, "
+    "in order (repeat). For values too long for a command line.",
+)
 @common.dir_option
 @common.url_option
 @common.json_option
@@ -133,6 +143,7 @@ def scripts_call(
     name: str,
     keys: tuple[str, ...],
     args: tuple[str, ...],
+    arg_files: tuple[Any, ...],
     directory: str | None,
     url: str | None,
     as_json: bool,
@@ -141,8 +152,9 @@ def scripts_call(
     and maps as JSON (with --json: always JSON, nil is null). A broken script elsewhere in
     the directory does not stop the call of a good one."""
     reg = common.registry(directory, strict=False)
-    reg[name].check_call(keys, args)  # before connecting
-    result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
+    values: tuple[str | bytes, ...] = (*args, *(f.read() for f in arg_files))
+    reg[name].check_call(keys, values)  # before connecting
+    result = _plain(reg.call(common.client(url), name, keys=keys, args=values))
     click.echo(json.dumps(result) if as_json else _show(result))
 
 

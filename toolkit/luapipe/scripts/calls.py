@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
@@ -25,10 +26,12 @@ from luapipe.scripts.protocol import (
     script_error,
     script_result,
 )
-from luapipe.scripts.script import LuaScript
+from luapipe.scripts.script import LuaScript, param_name
+from luapipe.wire.limits import Sized, check_sizes, limit_steps, might_exceed
 from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
+    LocateMany,
     Nodes,
     Refresh,
     Send,
@@ -217,6 +220,7 @@ def call_steps(
             return outcome
         yield Refresh(outcome, policy.refresh_delay(0))
     slot = slot_of(call.keys) if cluster else None
+    yield from size_steps([call], [slot])
     return (
         yield from on_slot_node(
             lambda node, asking: call_on_node(call, known, node, asking),
@@ -226,6 +230,36 @@ def call_steps(
             read_only=call.script.read_only,
         )
     )
+
+
+# -- sizes -------------------------------------------------------------------------------
+def _values(entry: Entry) -> Sequence[Any]:
+    return (*entry.keys, *entry.args) if isinstance(entry, ScriptCall) else entry.args[1:]
+
+
+def _sized(entry: Entry) -> list[Sized]:
+    if isinstance(entry, ScriptCall):
+        s = entry.script
+        who = f"script {s.name!r}"
+        return [
+            (who, "keys", entry.keys, partial(param_name, s.keys)),
+            (who, "args", entry.args, partial(param_name, s.args)),
+        ]
+    return [(f"pipeline command {entry.name}", "args", entry.args[1:], lambda i: "")]
+
+
+def size_steps(entries: Sequence[Entry], slots: Sequence[int | None]) -> Steps[None]:
+    """Refuse, before anything is sent, a key or argument longer than its node's
+    proto-max-bulk-len (asked only when a value is 1 MB or more: see wire.limits)."""
+    big = [i for i, e in enumerate(entries) if might_exceed(_values(e))]
+    if not big:
+        return
+    nodes = yield LocateMany(tuple(slots[i] for i in big))
+    limits: dict[str, int] = {}
+    for i, node in zip(big, nodes, strict=True):
+        if node not in limits:
+            limits[node] = yield from limit_steps(node)
+        check_sizes(node, limits[node], _sized(entries[i]))
 
 
 # -- a pipeline ----------------------------------------------------------------------------
@@ -266,6 +300,7 @@ def execute_steps(
     node that refused the connection) are routed again; anything that may have run is
     never re-sent."""
     slots = (yield from _slots(entries, transaction)) if cluster else [None] * len(entries)
+    yield from size_steps(entries, slots)
     reloads = 0
 
     def part(node: str, asking: bool, idx: list[int]) -> Steps[list[Any]]:
