@@ -144,7 +144,8 @@ def test_no_password_reaches_a_cli_message(
 
 def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> None:
     """The README's throw-away server line, run as written (on a free port, a private pid
-    file): it starts a Redis the examples can use, and its pid file stops that one."""
+    file): it starts a Redis the examples can use, listening on loopback only (it has no
+    password), and its pid file stops that one."""
     import contextlib
     import os
     import shlex
@@ -183,6 +184,7 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
         assert client.config_get("save") == {"save": ""}
+        assert client.config_get("bind") == {"bind": "127.0.0.1"}
     finally:
         client.close()
         if pid is None:  # no pid file: stop the server this test started through its port

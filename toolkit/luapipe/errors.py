@@ -389,6 +389,7 @@ def translate(
     if isinstance(exc, rex.TimeoutError | rex.ConnectionError | OSError):
         timeout = isinstance(exc, rex.TimeoutError | TimeoutError)
         like = redis_io_class(exc)
+        text = _io_words(text)
         if sent:
             kind = "timed out" if timeout else "lost"
             return OutcomeUnknown(
@@ -406,6 +407,15 @@ def translate(
             like=(),
         )
     return LuapipeError(what)
+
+
+#: how redis-py (and the socket) say the server hung up, depending on when it did: the
+#: same cause, so the same words in every command
+_HUNG_UP = ("Connection closed by server", "reset by peer", "Broken pipe", "(104,", "(32,")
+
+
+def _io_words(text: str) -> str:
+    return "the server closed the connection" if any(h in text for h in _HUNG_UP) else text
 
 
 def redis_io_class(exc: BaseException) -> type[rex.RedisError]:

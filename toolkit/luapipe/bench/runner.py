@@ -277,7 +277,8 @@ def run_bench(
     try:
         return _run_bench(url, workloads, config, progress)
     except redis.RedisError as exc:
-        raise translate(exc, where=printable_url(url), sent=True) from None
+        host, port = hostport(url)  # the node, as the transports name it
+        raise translate(exc, where=f"{host}:{port}", sent=True) from None
 
 
 def _run_bench(

@@ -178,7 +178,7 @@ def after_evalsha(
         return redirect
     script = call.script
     if not reply.is_noscript:
-        raise script_error(script, reply.text, reply.where)
+        raise script_error(script, reply.text, reply.where, reply.command)
     known.discard(node, script.sha)
     (reply,) = yield Send([call.eval()], node, asking)
     redirect = Redirect.of(reply)

@@ -135,7 +135,7 @@ class KnownScripts:
             self._by_node.pop(node, None)
 
 
-def script_error(script: LuaScript, text: str, where: str = "") -> LuapipeError:
+def script_error(script: LuaScript, text: str, where: str = "", command: str = "") -> LuapipeError:
     """The error for a script's error reply, naming the script's file:line where known.
 
     Its class is luapipe's and also redis-py's for the same reply (see luapipe.errors)."""
@@ -169,7 +169,7 @@ def script_error(script: LuaScript, text: str, where: str = "") -> LuapipeError:
             path=script.path or script.name,
             like=ResponseError,
         )
-    generic = translate(ResponseError(text), where=where)
+    generic = translate(ResponseError(text), where=where, command=command)
     if _refused(generic, text):
         return generic
     # The script's own error_reply, or a failed redis.call on a server that does not say
@@ -221,14 +221,14 @@ def _error_sites(script: LuaScript) -> str:
 def script_result(script: LuaScript, reply: Any) -> Any:
     """A script's reply, or its error mapped to luapipe (returned, not raised)."""
     if isinstance(reply, ReplyError):
-        return script_error(script, reply.text, reply.where)
+        return script_error(script, reply.text, reply.where, reply.command)
     return reply
 
 
 def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
     """Validate a SCRIPT LOAD reply: an error, or a SHA that is not ours."""
     if isinstance(reply, ReplyError):
-        return script_error(script, reply.text, reply.where)
+        return script_error(script, reply.text, reply.where, reply.command)
     sha = reply.decode() if isinstance(reply, bytes) else str(reply)
     if sha.lower() != script.sha:
         return ServerError(f"server computed SHA {sha} for {script.name}, expected {script.sha}")
