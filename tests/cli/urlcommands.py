@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from luapipe.cli import main
 
-__all__ = ["EXTRA", "SCRIPT", "invoke", "prepare", "url_commands", "uses_redis_url"]
+__all__ = ["EXTRA", "SCRIPT", "argv", "asks", "invoke", "prepare", "url_commands", "uses_redis_url"]
 
 #: the one script the scripts commands load and call (``scripts_lua/one.lua`` in the cwd)
 SCRIPT = "-- @key k\n-- @arg [v]\nreturn redis.call('INCR', KEYS[1])\n"
@@ -64,19 +64,30 @@ def prepare(directory: Path) -> None:
     (directory / "scripts_lua" / "one.lua").write_text(SCRIPT)
 
 
-def argv(path: str, directory: Path, url: str | None) -> list[str]:
-    extra = [a.format(dir=directory) for a in EXTRA.get(path, [])]
+def argv(path: str, directory: Path, url: str | None, *, yes: bool = True) -> list[str]:
+    """The command line; ``yes=False`` leaves out ``--yes`` (the command then asks)."""
+    extra = [a.format(dir=directory) for a in EXTRA.get(path, []) if yes or a != "--yes"]
     return [*path.split(), *extra, *(["--url", url] if url is not None else [])]
 
 
+def asks(cmd: click.Command) -> bool:
+    """Whether the command asks a question unless given ``--yes`` (scripts flush)."""
+    return any(isinstance(p, click.Option) and "--yes" in p.opts for p in cmd.params)
+
+
 def invoke(
-    path: str, directory: Path, url: str | None, env: dict[str, str] | None = None
+    path: str,
+    directory: Path,
+    url: str | None,
+    env: dict[str, str] | None = None,
+    *,
+    yes: bool = True,
 ) -> Result:
     """Run ``luapipe PATH ... --url URL`` in-process, in ``directory`` (``url=None``: the
     URL comes from ``env``)."""
     here = os.getcwd()
     os.chdir(directory)
     try:
-        return CliRunner().invoke(main, argv(path, directory, url), env=env)
+        return CliRunner().invoke(main, argv(path, directory, url, yes=yes), env=env)
     finally:
         os.chdir(here)

@@ -276,9 +276,10 @@ class EnvironmentProblem(LuapipeError):
 # A URL's scheme. Everything between it and the LAST "@" of the URL is its userinfo: a
 # password may hold a raw "@", "/", "?" or "#" (an invalid URL, still never shown).
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://", re.IGNORECASE)
-# a query parameter that carries a secret (redis-py takes ?password=... and ?ssl_password=...)
+# a query parameter that carries a secret (redis-py takes ?password=... and ?ssl_password=...);
+# hidden to the end of the URL: a raw "&", "#" or "@" in it would otherwise end it early
 _SECRET_PARAM = re.compile(
-    r"([?&;][^=&#]*(?:pass|secret|token)[^=&#]*=)(?!\*\*\*)[^&#]*", re.IGNORECASE
+    r"([?&;][^=&#]*(?:pass|secret|token)[^=&#]*=)(?!\*\*\*$).*", re.IGNORECASE | re.DOTALL
 )
 # what would break a line or hide in one: whitespace, control and format characters
 _UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
@@ -301,13 +302,14 @@ def printable_url(url: str) -> str:
     """
     found = _SCHEME.match(url)
     head, rest = (found[0], url[found.end() :]) if found else ("", url)
+    rest = _SECRET_PARAM.sub(r"\1***", rest)  # first: such a value may hold an "@"
     at = rest.rfind("@")
     if at >= 0:
         user, colon, _secret = rest[:at].partition(":")
         rest = (f"{_encoded(user)}:***" if colon else "***") + _encoded(rest[at:])
     else:
         rest = _encoded(rest)
-    return _encoded(head) + _SECRET_PARAM.sub(r"\1***", rest)
+    return _encoded(head) + rest
 
 
 def _encoded(text: str) -> str:
