@@ -22,7 +22,7 @@ import redis.exceptions
 from luapipe.bench import running
 from luapipe.cli import bench, operations, scripts
 from luapipe.cli._common import CLUSTER_KEY, URL_KEY, fail
-from luapipe.errors import LuapipeError, printable_url
+from luapipe.errors import LuapipeError, printable_url, translate
 
 __all__ = ["LuapipeGroup", "main"]
 
@@ -41,6 +41,9 @@ class LuapipeGroup(click.Group):
             url = ctx.meta.get(URL_KEY)
             where = printable_url(url) if url else "the server"
             fail(f"cannot use {where} as a Redis Cluster: {exc}")
+        except redis.exceptions.RedisError as exc:  # a library path that did not translate
+            url = ctx.meta.get(URL_KEY)
+            fail(str(translate(exc, where=printable_url(url) if url else "", sent=True)))
         except BrokenPipeError:  # output piped into `head`
             sys.stderr.close()
             sys.exit(0)
