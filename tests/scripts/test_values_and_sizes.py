@@ -10,13 +10,13 @@ import pytest
 import redis
 
 from luapipe.bench.server import ServerProcess
-from luapipe.errors import CallArgumentError
+from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.limits import DEFAULT_LIMIT, limit_steps
 from luapipe.wire.replies import ReplyError
 
-from ..drivers import Driver
+from ..drivers import Driver, drained, stopped, warmed
 
 STORE = LuaScript.from_source(
     "store",
@@ -145,3 +145,39 @@ def test_the_limit_from_each_reply_shape() -> None:
         with pytest.raises(StopIteration) as done:
             steps.send([reply])
         assert done.value.value == (expected or DEFAULT_LIMIT)
+
+
+def test_the_limit_is_remembered_and_read_again_before_refusing(
+    driver: Driver, redis_server: ServerProcess, small_bulk: redis.Redis
+) -> None:
+    """Once read, a node's limit lets big values through without asking again; a value it
+    would refuse is checked against a fresh reading (the limit was raised meanwhile)."""
+    r = small_bulk
+    client = driver.redis(redis_server.port)
+    reg = ScriptRegistry([STORE])
+    with pytest.raises(CallArgumentError, match=r"\(1,048,576 bytes\)"):
+        driver.run(reg.call(client, "store", keys=["k"], args=[b"x" * (MB + 1)]))
+    r.config_set("proto-max-bulk-len", 4 * MB)  # raised: the remembered 1 MB is stale
+    r.config_resetstat()
+    assert driver.run(reg.call(client, "store", keys=["k"], args=[b"x" * (2 * MB)])) == 2 * MB
+    assert driver.run(reg.call(client, "store", keys=["k"], args=[b"y" * (3 * MB)])) == 3 * MB
+    stats = r.info("commandstats")
+    assert stats["cmdstat_config|get"]["calls"] == 1  # asked again once, then remembered
+
+
+def test_no_answer_to_the_limit_question_means_nothing_ran(
+    driver: Driver, redis_server: ServerProcess, r: redis.Redis
+) -> None:
+    """The server freezes before answering CONFIG GET: the big request was never written,
+    so it is ConnectionFailed (nothing ran), not OutcomeUnknown."""
+    client = driver.redis(redis_server.port, socket_timeout=0.25, client_name="asker")
+    reg = ScriptRegistry([STORE])
+    warmed(driver, lambda: reg.call(client, "store", keys=["warm"], args=["x"]))
+    with stopped(redis_server.pid, at_most=10), pytest.raises(ConnectionFailed) as caught:
+        driver.run(reg.call(client, "store", keys=["big"], args=[b"x" * (2 * MB)]))
+    assert not isinstance(caught.value, OutcomeUnknown)
+    assert "did not answer CONFIG GET proto-max-bulk-len" in str(caught.value)
+    assert "nothing ran" in str(caught.value) and isinstance(caught.value, redis.TimeoutError)
+    driver.close(client)
+    drained(r, "asker")
+    assert r.exists("big") == 0

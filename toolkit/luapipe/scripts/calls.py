@@ -30,7 +30,7 @@ from luapipe.scripts.protocol import (
     script_result,
 )
 from luapipe.scripts.script import LuaScript, param_name
-from luapipe.wire.limits import Sized, check_sizes, limit_steps, might_exceed
+from luapipe.wire.limits import BulkLimits, Sized, might_exceed, sizes_steps
 from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
@@ -238,7 +238,7 @@ def call_steps(
             return outcome
         yield Refresh(outcome, policy.refresh_delay(0))
     slot = slot_of(call.keys) if cluster else None
-    yield from size_steps([call], [slot])
+    yield from size_steps([call], [slot], known.limits)
     return (
         yield from on_slot_node(
             lambda node, asking: call_on_node(call, known, node, asking),
@@ -266,18 +266,21 @@ def _sized(entry: Entry) -> list[Sized]:
     ]
 
 
-def size_steps(entries: Sequence[Entry], slots: Sequence[int | None]) -> Steps[None]:
+def size_steps(
+    entries: Sequence[Entry], slots: Sequence[int | None], known: BulkLimits | None = None
+) -> Steps[None]:
     """Refuse, before anything is sent, a key or argument longer than its node's
-    proto-max-bulk-len (asked only when a value is 1 MB or more: see wire.limits)."""
+    proto-max-bulk-len (only when a value is 1 MB or more; ``known`` remembers the limits:
+    see wire.limits)."""
     big = [i for i, e in enumerate(entries) if might_exceed(_values(e))]
     if not big:
         return
     nodes = yield LocateMany(tuple(slots[i] for i in big))
-    limits: dict[str, int] = {}
+    per_node: dict[str, list[Sized]] = {}
     for i, node in zip(big, nodes, strict=True):
-        if node not in limits:
-            limits[node] = yield from limit_steps(node)
-        check_sizes(node, limits[node], _sized(entries[i]))
+        per_node.setdefault(node, []).extend(_sized(entries[i]))
+    for node, items in per_node.items():
+        yield from sizes_steps(node, items, known)
 
 
 # -- one function call ---------------------------------------------------------------------
@@ -375,7 +378,7 @@ def execute_steps(
     node that refused the connection) are routed again; anything that may have run is
     never re-sent."""
     slots = (yield from _slots(entries, transaction)) if cluster else [None] * len(entries)
-    yield from size_steps(entries, slots)
+    yield from size_steps(entries, slots, known.limits)
     reloads = 0
 
     def part(node: str, asking: bool, idx: list[int]) -> Steps[list[Any]]:

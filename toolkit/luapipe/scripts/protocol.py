@@ -59,6 +59,7 @@ from luapipe.scripts.fcall import (
 )
 from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.limits import BulkLimits
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
@@ -134,11 +135,13 @@ def load_command(script: LuaScript) -> Command:
 
 
 class KnownScripts:
-    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise."""
+    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise.
+    ``limits``: each node's proto-max-bulk-len as last read (:mod:`luapipe.wire.limits`)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        self.limits = BulkLimits()
 
     def has(self, node: str, sha: str) -> bool:
         shas = self._by_node.get(node)

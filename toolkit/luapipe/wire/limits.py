@@ -7,25 +7,35 @@ is unknown, and everything queued beside the big value is lost. So a call or a p
 holds a value of 1 MB or more asks the node's limit first (``CONFIG GET``, one round trip,
 only then) and refuses the value by name if it is over; where CONFIG is not allowed (an ACL
 user without it, a managed service that renames it) Redis's default, 512 MB, applies.
+
+A registry remembers each node's limit (:class:`BulkLimits`), so later big values are sent
+without asking again; a value the remembered limit refuses is checked against a fresh one
+first (the limit may have been raised since). If the question itself gets no answer, the
+request was not sent: :class:`~luapipe.errors.ConnectionFailed`, nothing ran.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.exceptions import DataError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from luapipe.errors import CallArgumentError
+from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown, redis_io_class
 from luapipe.wire.replies import Command, ReplyError
 from luapipe.wire.routing import Send, Steps
 
 __all__ = [
+    "BulkLimits",
     "DEFAULT_LIMIT",
     "SMALLEST_LIMIT",
     "Sized",
     "check_sizes",
+    "fits",
     "limit_steps",
+    "sizes_steps",
     "might_exceed",
     "sent_size",
 ]
@@ -67,10 +77,35 @@ def sent_size(value: Any) -> int:
     return len(repr(value))
 
 
+class BulkLimits:
+    """The ``proto-max-bulk-len`` last read from each node (thread-safe; a hint: a value it
+    refuses is checked against a fresh reading first)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, node: str) -> int | None:
+        return self._by_node.get(node)
+
+    def set(self, node: str, limit: int) -> None:
+        with self._lock:
+            self._by_node[node] = limit
+
+
 def limit_steps(node: str) -> Steps[int]:
     """The ``proto-max-bulk-len`` of ``node`` (one round trip); the default if CONFIG is
-    refused or its answer cannot be read."""
-    (reply,) = yield Send([_CONFIG_GET], node)
+    refused or its answer cannot be read. No answer at all: :class:`ConnectionFailed` (the
+    question changes nothing, and the request it guards was not sent)."""
+    try:
+        (reply,) = yield Send([_CONFIG_GET], node)
+    except OutcomeUnknown as exc:
+        cls = RedisTimeoutError if isinstance(exc, RedisTimeoutError) else redis_io_class(exc)
+        raise ConnectionFailed(
+            f"the server at {node} did not answer CONFIG GET proto-max-bulk-len, asked before "
+            f"sending a value of 1 MB or more ({exc}); nothing ran",
+            like=cls,
+        ) from None
     if isinstance(reply, ReplyError):
         return DEFAULT_LIMIT
     # RESP3: {name: value}; RESP2: [name, value]
@@ -79,6 +114,23 @@ def limit_steps(node: str) -> Steps[int]:
         return int(values[0])
     except (IndexError, TypeError, ValueError):
         return DEFAULT_LIMIT
+
+
+def fits(limit: int, items: Sequence[Sized]) -> bool:
+    """Whether every value of ``items`` is at most ``limit`` bytes."""
+    return all(sent_size(v) <= limit for _who, _kind, values, _n in items for v in values)
+
+
+def sizes_steps(node: str, items: Sequence[Sized], known: BulkLimits | None) -> Steps[None]:
+    """Refuse a value of ``items`` over ``node``'s limit: the remembered one lets it pass
+    without a round trip; otherwise (or if it refuses) a fresh one decides."""
+    cached = known.get(node) if known is not None else None
+    if cached is not None and fits(cached, items):
+        return
+    limit = yield from limit_steps(node)
+    if known is not None:
+        known.set(node, limit)
+    check_sizes(node, limit, items)
 
 
 def check_sizes(node: str, limit: int, items: Sequence[Sized]) -> None:
