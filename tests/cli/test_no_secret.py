@@ -220,6 +220,8 @@ def test_printable_url_never_shows_the_password(
     assert printable_url(shown) == shown  # printed twice, the same
     query = printable_url(f"redis://{tail}?password={secret}&ssl_password={secret}")
     assert_no_secret(query, password, url)
+    for printed in (shown, query):  # a message around a printed URL is left as it is
+        assert mask_url(f"at {printed}: refused") == f"at {printed}: refused"
     if " " not in secret:
         assert_no_secret(mask_url(f"error: at '{url}': refused"), password, url)
 

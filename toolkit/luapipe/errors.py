@@ -279,8 +279,9 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 # a query parameter that carries a secret (redis-py takes ?password=... and ?ssl_password=...);
 # hidden to the end of the URL: a raw "&", "#" or "@" in it would otherwise end it early
 _SECRET_PARAM = re.compile(
-    r"([?&;][^=&#]*(?:pass|secret|token)[^=&#]*=)(?!\*\*\*$).*", re.IGNORECASE | re.DOTALL
+    r"([?&;][^=&#]*(?:pass|secret|token)[^=&#]*=).*", re.IGNORECASE | re.DOTALL
 )
+_MASKED_PARAM = re.compile(r"[?&;][^=&#]*(?:pass|secret|token)[^=&#]*=\*\*\*", re.IGNORECASE)
 # what would break a line or hide in one: whitespace, control and format characters
 _UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 # in free text, a URL runs from its scheme to the next whitespace
@@ -320,8 +321,9 @@ def _mask_one(m: re.Match[str]) -> str:
     token = m[0]
     rest = token[token.index("://") + 3 :]
     userinfo = rest[: rest.rfind("@")] if "@" in rest else None
-    if userinfo == "***" or (userinfo and userinfo.partition(":")[2] in _SHOWN):
-        return _SECRET_PARAM.sub(r"\1***", token)  # masked already, or a placeholder
+    masked = userinfo is None or userinfo == "***" or userinfo.partition(":")[2] in _SHOWN
+    if masked and (_SECRET_PARAM.search(token) is None or _MASKED_PARAM.search(token)):
+        return token  # printed by printable_url already (or a placeholder in a hint)
     return printable_url(token)
 
 
