@@ -65,9 +65,13 @@ wrong counts, not a client, spec,      their own class             (none: not a 
 lock file, script files
 =====================================  ==========================  ==============================
 
-Messages are one line and never contain a password: every message is passed through
-:func:`mask_url` when the error is made. redis-py errors are translated into this tree at
-one boundary: :func:`translate` (used by the ``wire`` transports).
+Messages are one line and never contain a password, whatever it holds: :func:`printable_url`
+is the one way a URL becomes text (the user name kept, the password never), and every
+message is passed through :func:`mask_url` when the error is made (the safety net for text
+luapipe did not write). The words for the same cause are the same wherever it is met
+(NOAUTH, WRONGPASS, NOPERM naming the address and command, a hang-up however redis-py
+noticed it). redis-py errors are translated into this tree at one boundary:
+:func:`translate` (used by the ``wire`` transports).
 """
 
 from __future__ import annotations
