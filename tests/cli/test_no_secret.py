@@ -191,9 +191,9 @@ def test_no_command_prints_any_part_of_a_password(
 
 def test_the_count_of_runs() -> None:
     """What the property test covers, for the record: 5 generated passwords and two chosen
-    ones, each in 5 URL forms, times every command with --url (9 today: 45 runs, less demo
-    with the right password, plus 12 through $REDIS_URL and 5 of scripts flush without
-    --yes: 61 per password, 427 in all)."""
+    ones, each in 5 URL forms, times every command with --url (10 with functions gc: 50
+    runs, less demo with the right password, plus 14 through $REDIS_URL and 5 of scripts
+    flush without --yes: 68 per password, 476 in all; printed with -s)."""
     assert len(COMMANDS) >= 9 and RUNS_PER_EXAMPLE >= 61  # more with every new command
     total = (EXAMPLES + 2) * RUNS_PER_EXAMPLE
     print(f"{EXAMPLES + 2} passwords x {RUNS_PER_EXAMPLE} runs = {total}")
