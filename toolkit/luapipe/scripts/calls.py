@@ -26,7 +26,7 @@ from luapipe.scripts.protocol import (
     script_result,
 )
 from luapipe.scripts.script import LuaScript
-from luapipe.wire.policy import RetryPolicy
+from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
     Nodes,
@@ -44,6 +44,7 @@ __all__ = [
     "NodeStatus",
     "ScriptState",
     "call_steps",
+    "eval_steps",
     "execute_steps",
     "flush_steps",
     "kill_steps",
@@ -277,3 +278,40 @@ def execute_steps(
 
     results = yield from per_node(slots, part, policy)
     return results, reloads
+
+
+# -- a call through an auto-pipeline -------------------------------------------------------
+def eval_steps(
+    call: ScriptCall, policy: RetryPolicy, *, cluster: bool, first: tuple[str | None, Any]
+) -> Steps[Any]:
+    """A script call sent as EVAL (an auto-pipeline's form: a flushed cache cannot refuse
+    it, so no later call can overtake it), carried on from the ``first`` outcome that was
+    not a value: ``(node, reply)``, or ``(node, error)`` for a write that failed. The
+    script's error is raised; a redirect, or a write that provably never left, is routed
+    again; anything that may have run is raised, never re-sent."""
+    _, outcome = first
+    cause = did_not_run(outcome)
+    if cause is None:
+        if isinstance(outcome, LuapipeError):
+            raise outcome
+        return _raise_or_return(script_result(call.script, outcome))
+    ask = isinstance(cause, Redirect) and cause.ask is not None
+    yield Refresh(cause, 0.0 if ask else policy.refresh_delay(0))
+
+    def attempt(at: str, asking: bool) -> Steps[Any]:
+        (reply,) = yield Send([call.eval()], at, asking)
+        redirect = Redirect.of(reply)
+        if redirect is not None:
+            return redirect
+        return _raise_or_return(script_result(call.script, reply))
+
+    slot = slot_of(call.keys) if cluster else None
+    return (
+        yield from on_slot_node(
+            attempt,
+            slot,
+            policy,
+            what=f"script {call.script.name!r}",
+            read_only=call.script.read_only,
+        )
+    )

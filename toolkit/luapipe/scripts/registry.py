@@ -37,6 +37,7 @@ from luapipe.scripts.calls import (
     NodeStatus,
     ScriptState,
     call_steps,
+    eval_steps,
     flush_steps,
     kill_steps,
     load_steps,
@@ -57,7 +58,7 @@ from luapipe.wire.clients import (
 )
 from luapipe.wire.policy import DEFAULT, RetryPolicy
 from luapipe.wire.replies import ReplyError
-from luapipe.wire.routing import Steps
+from luapipe.wire.routing import Steps, slot_of
 
 __all__ = [
     "AsyncClient",
@@ -165,7 +166,11 @@ class ScriptRegistry:
     # -- the server -----------------------------------------------------------------------
     @staticmethod
     def _run(steps: Steps[Any], client: Any) -> Any:
-        """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio)."""
+        """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio).
+        An auto-pipeline's admin work (load, status, flush, kill) runs on its client: SCRIPT
+        KILL must not wait behind the busy script's own write."""
+        if getattr(type(client), "luapipe_autopipeline", False):
+            client = client.client
         if is_async_client(client):
             return drivers.drive_async(steps, client)
         return drivers.drive(steps, client)
@@ -248,6 +253,11 @@ class ScriptRegistry:
         if args.__class__ not in _SEQUENCES:
             args = call_values(name, "args", args)
         if kind >= _ASYNC:
+            if kind == _AUTO:  # an auto-pipeline: the call shares its node's next write
+                if client.luapipe_async:
+                    return self._call_auto_async(client, name, keys, args)
+                words, slot, read_only, recover = self._auto_call(client, name, keys, args)
+                return client.call(words, slot=slot, read_only=read_only, recover=recover)
             return self._call_async(client, name, keys, args, kind)
         script = self[name]
         script.check_call(keys, args)
@@ -292,6 +302,32 @@ class ScriptRegistry:
             await s.close_if_dirty()
             await pool.release(conn)
 
+    def _auto_call(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> tuple[tuple[Any, ...], int | None, bool, Any]:
+        """What an auto-pipeline sends for this call: EVAL (a flushed cache cannot refuse
+        it, so no later call overtakes it), the slot, read-only, and the steps after a
+        reply that is not a value (:func:`~luapipe.scripts.calls.eval_steps`)."""
+        script = self[name]
+        script.check_call(keys, args)
+        call = ScriptCall(script, tuple(keys), tuple(args))
+        cluster = client.on_cluster
+        slot = slot_of(call.keys) if cluster else None
+        policy = self.policy
+
+        def recover(node: str | None, outcome: Any) -> Steps[Any]:
+            return eval_steps(call, policy, cluster=cluster, first=(node, outcome))
+
+        verb = "EVAL_RO" if script.read_only else "EVAL"
+        words = (verb, script.source, len(call.keys), *call.keys, *call.args)
+        return words, slot, script.read_only, recover
+
+    async def _call_auto_async(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> Any:
+        words, slot, read_only, recover = self._auto_call(client, name, keys, args)
+        return await client.call(words, slot=slot, read_only=read_only, recover=recover)
+
     @overload
     def pipeline(
         self, client: AsyncClient, *, transaction: bool = False
@@ -303,6 +339,8 @@ class ScriptRegistry:
 
         With a ``redis.asyncio`` client: ``async with reg.pipeline(aclient) as p``.
         """
+        if getattr(type(client), "luapipe_autopipeline", False):
+            client = client.client  # an explicit pipeline is its own round trip
         if is_async_client(client):
             return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
@@ -320,13 +358,15 @@ def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
     return by_name
 
 
-_SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER = range(4)
+_SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER, _AUTO = range(5)
 _SEQUENCES = frozenset({list, tuple})
 _KINDS: dict[type, int] = {}
 
 
 def _kind_of(client: object) -> int:
     """The kind of ``client`` (a CallArgumentError for anything but a redis-py client)."""
+    if getattr(type(client), "luapipe_autopipeline", False):
+        return _AUTO
     if is_async_client(client):
         return _ASYNC_CLUSTER if isinstance(client, redis.asyncio.cluster.RedisCluster) else _ASYNC
     return _SYNC_CLUSTER if isinstance(client, redis.cluster.RedisCluster) else _SYNC

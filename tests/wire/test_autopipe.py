@@ -1,0 +1,411 @@
+"""The asyncio auto-pipeline on a real server: shared writes, and every guarantee of
+``reg.call`` per caller (order, at most once, OutcomeUnknown, re-send of what never left,
+cancellation, the bound, what needs a connection of its own)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+import redis
+import redis.asyncio
+
+import luapipe
+from luapipe.bench.server import ServerProcess, free_port
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    OutcomeUnknown,
+    ScriptRuntimeError,
+)
+from luapipe.scripts.calls import call_steps
+from luapipe.scripts.protocol import ScriptCall
+from luapipe.scripts.registry import ScriptRegistry
+from luapipe.scripts.script import LuaScript
+from luapipe.wire.policy import DEFAULT
+from luapipe.wire.replies import Command, ReplyError
+from luapipe.wire.routing import Locate, Send, Steps
+
+from ..drivers import kill_named, stopped
+from ..helpers import SLOW, calls
+
+T = TypeVar("T")
+
+SETTER = LuaScript.from_source(
+    "setter", "-- @key k\n-- @arg v\nreturn redis.call('SET', KEYS[1], ARGV[1])\n"
+)
+APPEND = LuaScript.from_source(
+    "append", "-- @key log\n-- @arg item\nreturn redis.call('RPUSH', KEYS[1], ARGV[1])\n"
+)
+BOOM = LuaScript.from_source("boom", "return redis.error_reply('BOOM broke')\n")
+LIBRARY = (
+    "#!lua name=aplib\n"
+    "redis.register_function('ap_set', function(keys, args) "
+    "return redis.call('SET', keys[1], args[1]) end)\n"
+)
+
+
+@pytest.fixture
+def reg() -> ScriptRegistry:
+    return ScriptRegistry([SETTER, APPEND, BOOM, SLOW])
+
+
+def arun(server: ServerProcess, body: Callable[[Any], Awaitable[T]], **kw: Any) -> T:
+    """``await body(aclient)`` on a fresh ``redis.asyncio`` client, closed afterwards."""
+
+    async def main() -> T:
+        client = redis.asyncio.Redis(host=server.host, port=server.port, **kw)
+        try:
+            return await body(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+# -- shared writes --------------------------------------------------------------------------
+
+
+def test_concurrent_calls_share_one_write(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> tuple[list[Any], int]:
+        ap = luapipe.autopipeline(client)
+        calls_ = [reg.call(ap, "append", keys=[f"log{i % 4}"], args=[i]) for i in range(60)]
+        cmds = [ap.incr("hits") for _ in range(4)]
+        out = await asyncio.gather(*calls_, *cmds)
+        await ap.aclose()
+        return out, ap.writes
+
+    out, writes = arun(redis_server, body)
+    assert out[:60] == [i // 4 + 1 for i in range(60)]
+    assert out[60:] == [1, 2, 3, 4]
+    assert writes == 1  # 64 callers ready together: one write
+    assert r.lrange("log0", 0, -1) == [str(i).encode() for i in range(0, 60, 4)]
+
+
+def test_command_methods_return_what_the_client_returns(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    async def sequence(c: Any) -> list[Any]:
+        out = [
+            await c.set("s", "v"),
+            await c.get("s"),
+            await c.hset("h", mapping={"a": 1, "b": 2}),
+            await c.hgetall("h"),
+            await c.zadd("z", {"x": 1.5, "y": 2}),
+            await c.zrange("z", 0, -1, withscores=True),
+            await c.exists("nope"),
+            await c.get("nope"),
+            await c.set("s", "w", get=True),
+            await c.ping(),
+            await c.execute_command("GET", "s"),
+        ]
+        await c.flushall()
+        return out
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        ours = await sequence(ap)
+        await ap.aclose()
+        return [ours, await sequence(client)]
+
+    ours, theirs = arun(redis_server, body, decode_responses=True)
+    assert ours == theirs
+    assert ours[5] == [("x", 1.5), ("y", 2.0)]
+
+
+# -- order ----------------------------------------------------------------------------------
+
+
+def test_calls_apply_in_the_order_their_coroutines_started(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        first = await asyncio.gather(ap.set("k", 1), ap.incr("k"))
+        return [first, await ap.get("k")]
+
+    assert arun(redis_server, body) == [[True, 2], b"2"]
+
+
+def test_order_holds_when_the_script_cache_was_just_flushed(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """A script whose cache another client just flushed, then a command on the same key,
+    in one write: the script still applies first (scripts travel as EVAL)."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await reg.call(ap, "setter", keys=["warm"], args=[0])  # the script is cached
+        r.script_flush()  # another client flushes every script
+        out = await asyncio.gather(
+            reg.call(ap, "setter", keys=["k"], args=[1]),
+            ap.incr("k"),
+            reg.call(ap, "setter", keys=["j"], args=[5]),
+            ap.incrby("j", 10),
+        )
+        writes = ap.writes
+        await ap.aclose()
+        return [out, writes]
+
+    out, writes = arun(redis_server, body)
+    assert out == [b"OK", 2, b"OK", 15]
+    assert writes == 2  # the warm-up, then the four together
+    assert r.get("k") == b"2" and r.get("j") == b"15"
+
+
+def test_order_holds_through_a_noscript_healed_by_steps(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """Steps that send EVALSHA and heal a NOSCRIPT with EVAL (op.run's script form): the
+    write ends after the EVALSHA (the hold), and the EVAL goes out before the INCR that
+    was issued after it."""
+    node = f"{redis_server.host}:{redis_server.port}"
+    r.config_resetstat()
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        reg.known.add(node, SETTER.sha)  # we believe it cached; another client flushed it
+        call = ScriptCall(SETTER, ("k",), (1,))
+        out = await asyncio.gather(
+            ap.run(call_steps(call, reg.known, DEFAULT, cluster=False)),
+            ap.incr("k"),
+            ap.incr("k"),
+        )
+        await ap.aclose()
+        return out
+
+    assert arun(redis_server, body) == [b"OK", 2, 3]
+    assert r.get("k") == b"3"
+    assert calls(r, "evalsha") == 1 and calls(r, "eval") == 1  # NOSCRIPT, then EVAL
+
+
+def _fcall_healing(key: str, value: Any) -> Steps[Any]:
+    """FCALL, and on "Function not found" load the library and call again (as the
+    registry's function calls heal)."""
+    node = yield Locate(None)
+    (reply,) = yield Send([("FCALL", "ap_set", 1, key, value)], node)
+    if isinstance(reply, ReplyError) and "Function not found" in reply.text:
+        _, reply = yield Send(
+            [Command(("FUNCTION", "LOAD", "REPLACE", LIBRARY)), ("FCALL", "ap_set", 1, key, value)],
+            node,
+        )
+    return reply
+
+
+def test_order_holds_through_function_not_found(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        r.function_flush()
+        out = await asyncio.gather(ap.run(_fcall_healing("k", 7)), ap.incr("k"), ap.incr("k"))
+        await ap.aclose()
+        return out
+
+    assert arun(redis_server, body) == [b"OK", 8, 9]
+
+
+# -- at most once ---------------------------------------------------------------------------
+
+
+def test_lost_connection_after_the_write_is_outcome_unknown_and_never_resent(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """The server is frozen once the write is in its socket: every caller of that write gets
+    OutcomeUnknown when the timeout hits; once thawed, each call ran exactly once."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await ap.ping()  # connected
+        with stopped(redis_server.pid):
+            out = await asyncio.gather(
+                *(reg.call(ap, "append", keys=["log"], args=[i]) for i in range(8)),
+                return_exceptions=True,
+            )
+        after = await ap.incr("after")  # a new connection, no error
+        await ap.aclose()
+        return [*out, after]
+
+    out = arun(redis_server, body, socket_timeout=0.3)
+    assert all(isinstance(o, OutcomeUnknown) for o in out[:8]), out
+    assert out[8] == 1
+    assert r.lrange("log", 0, -1) == [str(i).encode() for i in range(8)]  # once each
+
+
+def test_a_write_that_never_left_goes_out_on_a_new_connection(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """The server closed the auto-pipeline's idle connection: the next write is found
+    unsendable before anything leaves, so it goes out on a new connection, no error."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await ap.ping()
+        assert kill_named(r, "apkill") == 1
+        out = await asyncio.gather(
+            *(reg.call(ap, "append", keys=["log"], args=[i]) for i in range(5))
+        )
+        await ap.aclose()
+        return out
+
+    assert arun(redis_server, body, client_name="apkill") == [1, 2, 3, 4, 5]
+
+
+def test_connection_failed_when_no_new_connection_can_be_made() -> None:
+    port = free_port()
+
+    async def body() -> list[Any]:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=port)
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(ap.incr("k"), ap.get("k"), return_exceptions=True)
+        await client.aclose()
+        return out
+
+    out = asyncio.run(body())
+    assert all(isinstance(o, ConnectionFailed) and not isinstance(o, OutcomeUnknown) for o in out)
+
+
+# -- one caller's trouble ---------------------------------------------------------------------
+
+
+def _conn_ids(r: redis.Redis, name: str) -> list[int]:
+    return [int(c["id"]) for c in r.client_list() if c.get("name") == name]
+
+
+def test_cancelling_a_queued_call_sends_nothing_and_spares_the_rest(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await ap.ping()
+        before = _conn_ids(r, "apcancel")
+        slow = asyncio.ensure_future(reg.call(ap, "slow", keys=["ran"], args=[200]))
+        await asyncio.sleep(0.05)  # the slow call's write is in flight
+        queued = [asyncio.ensure_future(ap.incr(f"q{i}")) for i in range(3)]
+        await asyncio.sleep(0)  # they joined the queue behind it
+        queued[1].cancel()
+        out = await asyncio.gather(slow, *queued, return_exceptions=True)
+        after = _conn_ids(r, "apcancel")
+        await ap.aclose()
+        return [out, before == after]
+
+    out, same_connection = arun(redis_server, body, client_name="apcancel")
+    assert out[0] == 1 and out[1] == 1 and out[3] == 1
+    assert isinstance(out[2], asyncio.CancelledError)
+    assert r.get("q1") is None  # never written, never ran
+    assert same_connection
+
+
+def test_a_timed_out_caller_leaves_the_others_and_the_connection(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await ap.ping()
+        before = _conn_ids(r, "aptimeout")
+
+        async def impatient() -> Any:
+            async with asyncio.timeout(0.05):
+                return await reg.call(ap, "slow", keys=["ran"], args=[200])
+
+        out = await asyncio.gather(
+            impatient(), ap.incr("other"), reg.call(ap, "boom"), ap.incr("other"),
+            return_exceptions=True,
+        )  # fmt: skip
+        out.append(await ap.incr("other"))
+        out.append(before == _conn_ids(r, "aptimeout"))
+        await ap.aclose()
+        return out
+
+    out = arun(redis_server, body, client_name="aptimeout")
+    assert isinstance(out[0], TimeoutError)
+    assert out[1] == 1 and isinstance(out[2], ScriptRuntimeError) and out[3] == 2
+    assert out[4] == 3 and out[5] is True  # the same connection goes on
+    assert r.get("ran") == b"1"  # the timed-out call ran (it was written), once
+
+
+# -- the bound ------------------------------------------------------------------------------
+
+
+def test_calls_beyond_the_bound_wait_their_turn(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client, max_in_flight=2)
+        out = await asyncio.gather(*(ap.rpush("log", i) for i in range(6)))
+        writes = ap.writes
+        await ap.aclose()
+        return [out, writes]
+
+    out, writes = arun(redis_server, body)
+    assert out == [1, 2, 3, 4, 5, 6]  # none refused, in order
+    assert writes >= 3  # never more than two calls in flight
+    assert r.lrange("log", 0, -1) == [str(i).encode() for i in range(6)]
+
+
+# -- what needs a connection of its own -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("SELECT", 1),
+        ("CLIENT", "SETNAME", "x"),
+        ("WATCH", "k"),
+        ("MULTI",),
+        ("SUBSCRIBE", "ch"),
+        ("AUTH", "pw"),
+    ],
+)
+def test_connection_state_commands_are_refused_before_sending(
+    r: redis.Redis, redis_server: ServerProcess, args: tuple[Any, ...]
+) -> None:
+    r.config_resetstat()
+
+    async def body(client: Any) -> Exception:
+        ap = luapipe.autopipeline(client)
+        with pytest.raises(CallArgumentError) as info:
+            await ap.execute_command(*args)
+        await ap.aclose()
+        return info.value
+
+    err = arun(redis_server, body)
+    assert "shares its connections" in str(err) and "nothing was sent" in str(err)
+    assert calls(r, str(args[0])) == 0
+
+
+def test_a_blocking_command_runs_on_a_connection_of_its_own(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+
+        async def later() -> Any:
+            await asyncio.sleep(0.05)
+            return await ap.rpush("q", "x")
+
+        out = await asyncio.gather(ap.blpop(["q"], timeout=2), later(), ap.incr("n"))
+        await ap.aclose()
+        return out
+
+    assert arun(redis_server, body) == [(b"q", b"x"), 1, 1]  # as the client returns it
+
+
+def test_scripts_admin_and_explicit_pipelines_take_the_auto_pipeline(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        loaded = await reg.load(ap)
+        status = await reg.status(ap)
+        async with reg.pipeline(ap) as pipe:
+            pipe.call("append", keys=["log"], args=["a"]).incr("n")
+            piped = await pipe.execute()
+        await ap.aclose()
+        return [sorted(loaded), not status[0].missing, piped]
+
+    assert arun(redis_server, body) == [["append", "boom", "setter", "slow"], True, [1, 1]]
