@@ -283,7 +283,7 @@ class _Link:
             self._drop(old)
         try:
             conn = await ap._make_connection(self.node)
-            await conn.connect()
+            await _connect_once(conn)
         except (rex.RedisError, OSError, LuapipeError) as exc:
             self.flushing = False
             err = translate(exc, where=self.node, sent=False)
@@ -469,6 +469,16 @@ def _copy(err: LuapipeError) -> LuapipeError:
     return new
 
 
+async def _connect_once(conn: Any) -> None:
+    """Connect and handshake once: redis-py's own retries (with backoff) would keep every
+    queued caller waiting on a server that is down; nothing has been sent either way."""
+    once = getattr(conn, "connect_check_health", None)
+    if once is None:
+        await conn.connect()
+        return
+    await once(check_health=True, retry_socket_connect=False)
+
+
 async def _disconnect(conn: Any) -> None:
     with contextlib.suppress(Exception):
         await conn.disconnect(nowait=True)
@@ -529,6 +539,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._closed = False
         self._refreshing: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[Any] | None = None
         self._packer: Any = None
         self._routes: dict[Any, str] = {}
         #: writes (round trips) so far, on all nodes: calls per write is the batching
@@ -552,7 +563,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
     ) -> Any:
         """One command for ``slot``'s node: its reply (``finish(reply)``) if a value, else
         ``recover(node, reply)``'s steps carry on (an error, a redirect, a lost write)."""
-        if self._loop is None or (self.on_cluster and self._packer is None):
+        if self._packer is None:
             await self._start()
         call = _AioCall(self._loop.create_future())
         if self._active >= self.max_in_flight or self._waiting:
@@ -577,7 +588,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def run(self, steps: Steps[Any]) -> Any:
         """Run any steps (a form, a pipeline's plans): their Sends share the writes."""
-        if self._loop is None or (self.on_cluster and self._packer is None):
+        if self._packer is None:
             await self._start()
         call = _AioCall(self._loop.create_future())
         if self._active >= self.max_in_flight or self._waiting:
@@ -592,7 +603,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def run_counted(self, steps: Steps[Any]) -> tuple[Any, int]:
         """:meth:`run`, and the round trips this call's steps took."""
-        if self._loop is None or (self.on_cluster and self._packer is None):
+        if self._packer is None:
             await self._start()
         call = _AioCall(self._loop.create_future())
         if self._active >= self.max_in_flight or self._waiting:
@@ -612,7 +623,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         """A redis-py command through the auto-pipeline: what the client's method returns."""
-        if self._loop is None or (self.on_cluster and self._packer is None):
+        if self._packer is None:
             await self._start()
         head = args[0]
         route = self._routes.get(head) if not options else None
@@ -730,17 +741,28 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         return pack(packer.pack_commands, list(batch))
 
     async def _start(self) -> None:
+        """Bind to the running loop and (a cluster) read the slot map, once: the first
+        callers all wait for the same start, and go on in the order they came."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._ready = getattr(self._loop, "_ready", None)
         client: Any = self.client
-        if self.on_cluster:
-            await client.initialize()
-            node = client.get_default_node()
-            self._packer = node.connection_class(**node.connection_kwargs)
-        elif self._packer is None:
+        if not self.on_cluster:
             pool = client.connection_pool
             self._packer = pool.connection_class(**pool.connection_kwargs)
+            return
+        starting = self._starting
+        if starting is None:
+            starting = self._starting = self._loop.create_task(client.initialize())
+        try:
+            await asyncio.shield(starting)
+        except BaseException:
+            if starting.done():  # it failed: the next call tries again
+                self._starting = None
+            raise
+        if self._packer is None:
+            node = client.get_default_node()
+            self._packer = node.connection_class(**node.connection_kwargs)
 
     async def _make_connection(self, node: str) -> Any:
         client = self.client

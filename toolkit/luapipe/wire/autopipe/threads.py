@@ -422,7 +422,11 @@ class AutoPipeline(CoreCommands):
                 conn.disconnect()
         link.conn = None
         conn = self._make_connection(link.node)
-        conn.connect()
+        once = getattr(conn, "connect_check_health", None)  # one attempt: nothing was sent
+        if once is None:
+            conn.connect()
+        else:
+            once(check_health=True, retry_socket_connect=False)
         link.conn = conn
         return conn
 
