@@ -188,7 +188,7 @@ class _Socket(socket.socket):
 
 
 def test_a_write_cut_short_knows_which_calls_left_whole() -> None:
-    entries = [Entry(Call(), "n", [("X",)], [b"a" * 10]) for _ in range(4)]
+    entries = [Entry(Call(), "n", [("X",)], b"a" * 10) for _ in range(4)]
     with _Socket(25) as sock:  # two whole, the third cut: it cannot run
         whole, exc = _send(sock, entries)
     assert whole == 2 and isinstance(exc, ConnectionResetError)

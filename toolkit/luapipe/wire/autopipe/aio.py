@@ -48,6 +48,7 @@ from luapipe.wire.autopipe.commands import (
     one_command,
     route_of,
 )
+from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import (
     Call,
     Entry,
@@ -58,7 +59,7 @@ from luapipe.wire.autopipe.schedule import (
 )
 from luapipe.wire.drivers import drive_async
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
-from luapipe.wire.replies import Command, Redirect, ReplyError, full_error_text, pack
+from luapipe.wire.replies import Command, Redirect, ReplyError, full_error_text
 from luapipe.wire.routing import (
     Refresh,
     Release,
@@ -220,10 +221,9 @@ class _Link:
             self._drop(conn)
             self.flush()
             return
-        chunks: list[bytes] = []
-        for e in entries:
-            chunks += e.packed
-        transport.writelines(chunks)
+        transport.write(
+            entries[0].packed if len(entries) == 1 else b"".join([e.packed for e in entries])
+        )
         if transport.is_closing():
             # The socket refused the write (send() raised): none of these bytes left, so
             # none of these calls ran; they go out on a new connection (once).
@@ -261,12 +261,10 @@ class _Link:
         entries = self.ap._sched.take(self.q)
         if not entries:
             return
-        chunks: list[bytes] = []
-        for e in entries:
-            chunks += e.packed
+        data = b"".join([e.packed for e in entries])
         self.inflight = True  # no other write meanwhile
         try:
-            await conn.send_packed_command(chunks, check_health=False)
+            await conn.send_packed_command(data, check_health=False)
         except Exception as exc:
             self.inflight = False
             self._drop(conn)
@@ -540,7 +538,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self._closed = False
         self._refreshing: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[Any] | None = None
-        self._packer: Any = None
+        self._packer: Packer = None  # type: ignore[assignment]  # set by _start
         self._routes: dict[Any, str] = {}
         #: writes (round trips) so far, on all nodes: calls per write is the batching
         self.writes = 0
@@ -548,7 +546,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             router: Router = _ClusterRouter(client)  # type: ignore[arg-type]
         else:
             router = _PlainRouter(_address(client.connection_pool.connection_kwargs))  # type: ignore[union-attr]
-        self._sched = Scheduler(router, self._kick, self._pack_words, max_batch)
+        self._sched = Scheduler(router, self._kick, self._pack_many, max_batch)
         self._sched.callbacks = client.response_callbacks
 
     # -- the calls -----------------------------------------------------------------------
@@ -575,7 +573,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             call.args = args
             call.finish = finish
             call.recover = recover
-            packed = self._pack_words((args,))
+            packed = self._packer.one(args)
             try:
                 node = sched.router.locate(slot, read_only)
             except LuapipeError as exc:
@@ -734,11 +732,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             link = self._links[q.node] = _Link(self, q)
         link.kick()
 
-    def _pack_words(self, batch: Sequence[Sequence[Any]]) -> list[bytes]:
-        packer = self._packer
-        if len(batch) == 1:
-            return pack(packer.pack_command, *batch[0])
-        return pack(packer.pack_commands, list(batch))
+    def _pack_many(self, batch: Sequence[Sequence[Any]]) -> bytes:
+        return self._packer.many(batch)
 
     async def _start(self) -> None:
         """Bind to the running loop and (a cluster) read the slot map, once: the first
@@ -749,7 +744,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         client: Any = self.client
         if not self.on_cluster:
             pool = client.connection_pool
-            self._packer = pool.connection_class(**pool.connection_kwargs)
+            self._packer = Packer(pool.connection_class(**pool.connection_kwargs))
             return
         starting = self._starting
         if starting is None:
@@ -762,7 +757,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             raise
         if self._packer is None:
             node = client.get_default_node()
-            self._packer = node.connection_class(**node.connection_kwargs)
+            self._packer = Packer(node.connection_class(**node.connection_kwargs))
 
     async def _make_connection(self, node: str) -> Any:
         client = self.client

@@ -145,7 +145,7 @@ class Entry:
         call: Call,
         node: str,
         commands: Sequence[Command | Sequence[Any]],
-        packed: list[bytes],
+        packed: bytes,
         nwire: int = 1,
         keep: list[int] | None = None,
         *,
@@ -230,7 +230,7 @@ class Scheduler:
         self,
         router: Router,
         kick: Callable[[NodeQueue], None],
-        pack: Callable[[Sequence[Sequence[Any]]], list[bytes]],
+        pack: Callable[[Sequence[Sequence[Any]]], bytes],
         max_batch: int | None = None,
     ) -> None:
         self.router = router
@@ -253,7 +253,7 @@ class Scheduler:
         self._seq += 1
         call.seq = self._seq
 
-    def send_one(self, call: Call, node: str, packed: list[bytes]) -> None:
+    def send_one(self, call: Call, node: str, packed: bytes) -> None:
         """Queue a fast-path call's one command (``call.args``, packed) on ``node``."""
         q = self.queues.get(node) or self.queue(node)
         q.add(Entry(call, node, (call.args,), packed))  # type: ignore[arg-type]
@@ -317,7 +317,7 @@ class Scheduler:
     def _entry(self, call: Call, send: Send, part: int) -> Entry:
         batch = send.batch
         words, keep = wire_words(batch, send.asking)
-        packed = self.pack(words) if words else []
+        packed = self.pack(words) if words else b""
         return Entry(
             call,
             send.node,

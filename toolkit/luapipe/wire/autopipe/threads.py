@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -42,10 +42,11 @@ from luapipe.errors import (
     translate,
 )
 from luapipe.wire.autopipe.commands import command_recover, finisher, one_command, route_of
+from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import Call, Entry, NodeQueue, Recover, Router, Scheduler
 from luapipe.wire.drivers import _locate, drive
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
-from luapipe.wire.replies import Command, Redirect, ReplyError, full_error_text, pack
+from luapipe.wire.replies import Command, Redirect, ReplyError, full_error_text
 from luapipe.wire.routing import (
     Refresh,
     Release,
@@ -180,8 +181,8 @@ class AutoPipeline(CoreCommands):
         else:
             pool = client.connection_pool  # type: ignore[union-attr]
             router = _PlainRouter(_address(pool.connection_kwargs))
-        self._packer = pool.connection_class(**pool.connection_kwargs)
-        self._sched = Scheduler(router, self._kick, self._pack_words, max_batch)
+        self._packer = Packer(pool.connection_class(**pool.connection_kwargs))
+        self._sched = Scheduler(router, self._kick, self._packer.many, max_batch)
         self._sched.callbacks = (
             node.redis_connection.response_callbacks
             if self.on_cluster
@@ -199,7 +200,7 @@ class AutoPipeline(CoreCommands):
         recover: Recover | None = None,
     ) -> Any:
         """One command for ``slot``'s node (see :meth:`AsyncAutoPipeline.call`)."""
-        packed = self._pack_words((args,))
+        packed = self._packer.one(args)
         call = _ThreadCall()
         self._admit(call)
         try:
@@ -359,11 +360,6 @@ class AutoPipeline(CoreCommands):
             link.owned = True
             self._claimed().append(link)
 
-    def _pack_words(self, batch: Sequence[Sequence[Any]]) -> list[bytes]:
-        if len(batch) == 1:
-            return pack(self._packer.pack_command, *batch[0])
-        return pack(self._packer.pack_commands, list(batch))
-
     def _drive(self, link: _TLink, me: _ThreadCall) -> None:
         """Write what ``link`` has queued and hand out the replies, while there is more
         and this thread's own call is not done; then hand the link on."""
@@ -463,7 +459,7 @@ class AutoPipeline(CoreCommands):
             sent, failure = _send(sock, entries)
         else:  # an in-process fake: redis-py's own write
             try:
-                conn.send_packed_command([b for e in entries for b in e.packed], check_health=False)
+                conn.send_packed_command(b"".join([e.packed for e in entries]), check_health=False)
             except Exception as err:
                 sent, failure = 0, err
         if sent:
@@ -510,7 +506,7 @@ class AutoPipeline(CoreCommands):
 def _send(sock: socket.socket, entries: list[Entry]) -> tuple[int, BaseException | None]:
     """Write the entries' bytes; (how many entries left whole, the error if any). An entry
     cut short never runs: the server waits for the rest of it, which never comes."""
-    data = b"".join(b for e in entries for b in e.packed)
+    data = b"".join([e.packed for e in entries])
     view = memoryview(data)
     total = len(data)
     done = 0
@@ -521,7 +517,7 @@ def _send(sock: socket.socket, entries: list[Entry]) -> tuple[int, BaseException
         whole = 0
         end = 0
         for e in entries:
-            end += sum(len(b) for b in e.packed)
+            end += len(e.packed)
             if end > done:
                 break
             whole += 1
