@@ -310,17 +310,18 @@ class ScriptRegistry:
         reply that is not a value (:func:`~luapipe.scripts.calls.eval_steps`)."""
         script = self[name]
         script.check_call(keys, args)
-        call = ScriptCall(script, tuple(keys), tuple(args))
+        read_only = script.read_only
+        words = ("EVAL_RO" if read_only else "EVAL", script.source, len(keys), *keys, *args)
         cluster = client.on_cluster
-        slot = slot_of(call.keys) if cluster else None
+        slot = slot_of(keys) if cluster else None
         policy = self.policy
 
         def recover(node: str | None, outcome: Any) -> Steps[Any]:
+            n = len(keys)
+            call = ScriptCall(script, tuple(words[3 : 3 + n]), tuple(words[3 + n :]))
             return eval_steps(call, policy, cluster=cluster, first=(node, outcome))
 
-        verb = "EVAL_RO" if script.read_only else "EVAL"
-        words = (verb, script.source, len(call.keys), *call.keys, *call.args)
-        return words, slot, script.read_only, recover
+        return words, slot, read_only, recover
 
     async def _call_auto_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]

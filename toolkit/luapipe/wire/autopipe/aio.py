@@ -240,9 +240,13 @@ class _Link:
         self._sent(entries, conn)
 
     def _sent(self, entries: list[Entry], conn: Any) -> None:
-        self.ap.writes += 1
+        ap = self.ap
+        ap.writes += 1
+        n = 0
         for e in entries:
             e.call.written += 1
+            n += e.nwire
+        ap.commands += n
         self.entries = entries
         self.inflight = True
         self.idx = 0
@@ -448,6 +452,17 @@ class _Link:
         self.ap._sched.lost(entries, lambda: _copy(err))
 
 
+def _cancelled(call: Call, exc: BaseException) -> None:
+    """The caller gave up: the call leaves the queue if it was never written (it did not
+    run); if it was, its reply is read and dropped. Nothing else is touched."""
+    call.cancelled = True
+    if call.written:
+        exc.add_note(
+            "luapipe: cancelled after the request was sent; the outcome is unknown "
+            "and it was not re-sent"
+        )
+
+
 def _refused(node: str) -> Callable[[], LuapipeError]:
     def make() -> LuapipeError:
         return ConnectionFailed(
@@ -540,8 +555,9 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self._starting: asyncio.Task[Any] | None = None
         self._packer: Packer = None  # type: ignore[assignment]  # set by _start
         self._routes: dict[Any, str] = {}
-        #: writes (round trips) so far, on all nodes: calls per write is the batching
+        #: writes (round trips) so far, on all nodes, and the commands they carried
         self.writes = 0
+        self.commands = 0
         if self.on_cluster:
             router: Router = _ClusterRouter(client)  # type: ignore[arg-type]
         else:
@@ -580,9 +596,18 @@ class AsyncAutoPipeline(AsyncCoreCommands):
                 sched.recover(call, None, exc)
             else:
                 sched.send_one(call, node, packed)
-            return await self._wait(call)
+            try:
+                out = await call.fut
+            except asyncio.CancelledError as exc:
+                _cancelled(call, exc)
+                raise
+            if out.__class__ is _Slow:  # a request for this task to answer: the steps go on
+                return await self._wait(call, out)
+            return out
         finally:
-            self._leave()
+            self._active -= 1
+            if self._waiting:
+                self._leave(0)
 
     async def run(self, steps: Steps[Any]) -> Any:
         """Run any steps (a form, a pipeline's plans): their Sends share the writes."""
@@ -639,10 +664,12 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         return await self.call(args, slot=slot, finish=finish, recover=recover)
 
     # -- waiting -------------------------------------------------------------------------
-    async def _wait(self, call: _AioCall) -> Any:
+    async def _wait(self, call: _AioCall, out: Any = None) -> Any:
+        """The call's outcome; requests handed back meanwhile are answered here."""
         try:
             while True:
-                out = await call.fut
+                if out is None:
+                    out = await call.fut
                 if out.__class__ is not _Slow:
                     return out
                 call.fut = self._loop.create_future()
@@ -652,13 +679,9 @@ class AsyncAutoPipeline(AsyncCoreCommands):
                     self._sched.advance(call, exc, True)
                 else:
                     self._sched.advance(call, answer, False)
+                out = None
         except asyncio.CancelledError as exc:
-            call.cancelled = True
-            if call.written:
-                exc.add_note(
-                    "luapipe: cancelled after the request was sent; the outcome is unknown "
-                    "and it was not re-sent"
-                )
+            _cancelled(call, exc)
             raise
 
     async def _answer(self, request: Any) -> Any:

@@ -172,8 +172,9 @@ class AutoPipeline(CoreCommands):
         self._closed = False
         self._refresh_lock = threading.Lock()
         self._routes: dict[Any, str] = {}
-        #: writes (round trips) so far, on all nodes: calls per write is the batching
+        #: writes (round trips) so far, on all nodes, and the commands they carried
         self.writes = 0
+        self.commands = 0
         if self.on_cluster:
             node = client.get_default_node()  # type: ignore[union-attr]
             pool = node.redis_connection.connection_pool
@@ -466,6 +467,7 @@ class AutoPipeline(CoreCommands):
             self.writes += 1
         for e in entries[:sent]:
             e.call.written += 1
+            self.commands += e.nwire
         if failure is not None:
             with contextlib.suppress(Exception):
                 conn.disconnect()
