@@ -176,7 +176,7 @@ def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
         if plan.tasks > 1:  # many requests in flight: asyncio tasks (bench/tasks.py)
             from luapipe.bench.tasks import run_tasks
 
-            out.send(run_tasks(workload, plan))
+            out.send(WorkerResult(**run_tasks(workload, plan, runqueue_wait_s)))
             return
         client = client_for(plan)
         out.send(run_client(workload, client, plan))

@@ -111,8 +111,7 @@ def _client(url: str, cluster: bool, tasks: int) -> Any:
     return redis.asyncio.Redis(connection_pool=pool, retry=no_retry)
 
 
-async def _run(workload: Any, plan: Any) -> Any:
-    from luapipe.bench.loop import WorkerResult, runqueue_wait_s
+async def _run(workload: Any, plan: Any, runqueue_wait_s: Callable[[], float]) -> dict[str, Any]:
     from luapipe.wire.autopipe import autopipeline
 
     base, auto = split_form(plan.form)
@@ -176,7 +175,7 @@ async def _run(workload: Any, plan: Any) -> Any:
             wrote = None
         else:
             wrote += int(after) - int(before)
-    return WorkerResult(
+    return dict(
         hist=hist.encode(),
         hist_uncorrected=b"",
         calls=stats["calls"],
@@ -192,7 +191,7 @@ async def _run(workload: Any, plan: Any) -> Any:
     )
 
 
-def run_tasks(workload: Any, plan: Any) -> Any:
-    """One client process's ``plan.tasks`` tasks (see the module docstring): a
-    :class:`~luapipe.bench.loop.WorkerResult` as the sync loop gives."""
-    return asyncio.run(_run(workload, plan))
+def run_tasks(workload: Any, plan: Any, runqueue_wait_s: Callable[[], float]) -> dict[str, Any]:
+    """One client process's ``plan.tasks`` tasks (see the module docstring): the fields of
+    the :class:`~luapipe.bench.loop.WorkerResult` the sync loop gives."""
+    return asyncio.run(_run(workload, plan, runqueue_wait_s))
