@@ -56,7 +56,8 @@ def arun(server: ServerProcess, body: Callable[[Any], Awaitable[T]], **kw: Any) 
     """``await body(aclient)`` on a fresh ``redis.asyncio`` client, closed afterwards."""
 
     async def main() -> T:
-        client = redis.asyncio.Redis(host=server.host, port=server.port, **kw)
+        pool = redis.asyncio.ConnectionPool(host=server.host, port=server.port, **kw)
+        client = redis.asyncio.Redis(connection_pool=pool)
         try:
             return await body(client)
         finally:
@@ -409,3 +410,66 @@ def test_scripts_admin_and_explicit_pipelines_take_the_auto_pipeline(
         return [sorted(loaded), not status[0].missing, piped]
 
     assert arun(redis_server, body) == [["append", "boom", "setter", "slow"], True, [1, 1]]
+
+
+# -- every protocol and parser ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+@pytest.mark.parametrize("parser", ["python", "hiredis"])
+def test_every_protocol_and_parser(
+    r: redis.Redis,
+    reg: ScriptRegistry,
+    redis_server: ServerProcess,
+    protocol: int,
+    parser: str,
+) -> None:
+    """Replies (values, errors, nested errors, parsed ones) read right with each of
+    redis-py's parsers, asyncio and threads."""
+    from redis._parsers import (
+        _AsyncHiredisParser,
+        _AsyncRESP2Parser,
+        _AsyncRESP3Parser,
+        _HiredisParser,
+        _RESP2Parser,
+        _RESP3Parser,
+    )
+
+    aparser = {"python": _AsyncRESP3Parser if protocol == 3 else _AsyncRESP2Parser}.get(
+        parser, _AsyncHiredisParser
+    )
+    sparser = {"python": _RESP3Parser if protocol == 3 else _RESP2Parser}.get(
+        parser, _HiredisParser
+    )
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            reg.call(ap, "append", keys=["log"], args=["a"]),
+            ap.hset("h", mapping={"x": 1}),
+            ap.hgetall("h"),
+            reg.call(ap, "boom"),
+            ap.lpush("h", 1),
+            ap.zadd("z", {"m": 2.5}),
+            ap.zrange("z", 0, -1, withscores=True),
+            return_exceptions=True,
+        )
+        out.append(await client.zrange("z", 0, -1, withscores=True))  # as the client reads it
+        await ap.aclose()
+        return out
+
+    out = arun(redis_server, body, protocol=protocol, parser_class=aparser)
+    assert out[0] == 1 and out[1] == 1 and out[2] == {b"x": b"1"}
+    assert isinstance(out[3], ScriptRuntimeError) and "BOOM" in str(out[3])
+    assert isinstance(out[4], luapipe.ServerError) and "WRONGTYPE" in str(out[4])
+    assert out[5] == 1 and out[6] == out[7] and out[7] in ([(b"m", 2.5)], [[b"m", 2.5]])
+    pool = redis.ConnectionPool(
+        host=redis_server.host, port=redis_server.port, protocol=protocol, parser_class=sparser
+    )
+    sync_ap = luapipe.autopipeline(redis.Redis(connection_pool=pool))
+    assert reg.call(sync_ap, "append", keys=["log"], args=["b"]) == 2
+    assert sync_ap.hgetall("h") == {b"x": b"1"}
+    with pytest.raises(ScriptRuntimeError, match="BOOM"):
+        reg.call(sync_ap, "boom")
+    assert sync_ap.zrange("z", 0, -1, withscores=True) == out[7]
+    sync_ap.close()

@@ -362,12 +362,14 @@ class AutoPipeline(CoreCommands):
             self._claimed().append(link)
 
     def _drive(self, link: _TLink, me: _ThreadCall) -> None:
-        """Write what ``link`` has queued and hand out the replies, while there is more
-        and this thread's own call is not done; then hand the link on."""
+        """Write what ``link`` has queued and hand out the replies; then pass the link to
+        the caller of the next queued entry (this thread again only for its own call), so
+        no thread works for the others longer than one write, and none waits on a link
+        while it drives another."""
         sched = self._sched
-        if self.max_delay is not None:
-            time.sleep(self.max_delay) if len(link.q) > 1 else None
         while True:
+            if self.max_delay is not None and len(link.q) > 1:
+                time.sleep(self.max_delay)  # several callers wait: let more join
             with self._mutex:
                 entries = sched.take(link.q)
                 if not entries:
@@ -379,30 +381,28 @@ class AutoPipeline(CoreCommands):
                     if entry.nwire == 1 and entry.keep is None:
                         sched.answered_one(entry, got[0])
                     else:
-                        sched.answered(
-                            entry, got if entry.keep is None else [got[i] for i in entry.keep]
-                        )
+                        keep = entry.keep
+                        sched.answered(entry, got if keep is None else [got[i] for i in keep])
                 if failed:
-                    sched.lost(failed, _maker(OutcomeUnknown, link.node, exc, sent=True))
+                    sched.lost(failed, _maker(link.node, exc, sent=True))
                 if unwritten:
-                    if link.refused:  # the new connection refused it too
+                    if link.refused:  # a new connection failed, or refused it too
                         link.refused = 0
-                        sched.lost(unwritten, _maker(ConnectionFailed, link.node, exc, sent=False))
+                        sched.lost(unwritten, _maker(link.node, exc, sent=False))
                     else:
                         link.refused += 1
                         sched.unwritten(link.q, unwritten)
                 else:
                     link.refused = 0
-                if not link.q.entries:
+                nxt = next((e.call for e in link.q.entries if not e.call.cancelled), None)
+                if nxt is None:
+                    link.q.entries.clear()
                     link.owned = False
                     return
-                if me.kind in (_DONE, _FAILED):  # hand the link to the next caller
-                    for e in link.q.entries:
-                        target = e.call
-                        if target is not me and isinstance(target, _ThreadCall):
-                            target.leads.append(link)
-                            target.signal()
-                            return
+                if nxt is not me and isinstance(nxt, _ThreadCall):
+                    nxt.leads.append(link)  # the link stays owned: by that caller now
+                    nxt.signal()
+                    return
 
     def _connect(self, link: _TLink) -> Any:
         conn = link.conn
@@ -476,7 +476,9 @@ class AutoPipeline(CoreCommands):
                 return [], entries[:sent], entries[sent:], failure
             return [], [], entries, failure
         replies: list[list[Any]] = []
-        read = _reader(conn)
+        read = getattr(conn, "_luapipe_read", None)
+        if read is None:
+            read = conn._luapipe_read = _reader(conn)
         try:
             for e in entries:
                 replies.append([read() for _ in range(e.nwire)])
@@ -564,9 +566,7 @@ def _reader(conn: Any) -> Callable[[], Any]:
     return read_generic
 
 
-def _maker(
-    cls: type[LuapipeError], node: str, exc: BaseException | None, *, sent: bool
-) -> Callable[[], LuapipeError]:
+def _maker(node: str, exc: BaseException | None, *, sent: bool) -> Callable[[], LuapipeError]:
     def make() -> LuapipeError:
         err = translate(exc, where=node, sent=sent) if exc is not None else None
         if sent:
