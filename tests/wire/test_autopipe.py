@@ -473,3 +473,29 @@ def test_every_protocol_and_parser(
         reg.call(sync_ap, "boom")
     assert sync_ap.zrange("z", 0, -1, withscores=True) == out[7]
     sync_ap.close()
+
+
+def test_fakeredis_clients_work_too(reg: ScriptRegistry) -> None:
+    """fakeredis has no stream transport: redis-py's own writes and reads, same results."""
+    import fakeredis
+
+    server = fakeredis.FakeServer(version=(7, 0))
+
+    async def body() -> list[Any]:
+        ap = luapipe.autopipeline(fakeredis.FakeAsyncRedis(server=server))
+        out = await asyncio.gather(
+            *(reg.call(ap, "append", keys=["log"], args=[i]) for i in range(3)),
+            ap.lpush("log", 1),
+            return_exceptions=True,
+        )
+        await ap.aclose()
+        return out
+
+    out = asyncio.run(body())
+    assert out[:3] == [1, 2, 3] and isinstance(out[3], int)
+    sync_ap = luapipe.autopipeline(fakeredis.FakeRedis(server=server))
+    assert reg.call(sync_ap, "append", keys=["log"], args=["x"]) == 5
+    sync_ap.set("s", 1)
+    with pytest.raises(luapipe.ServerError, match="WRONGTYPE"):
+        sync_ap.lpush("s", 1)
+    sync_ap.close()

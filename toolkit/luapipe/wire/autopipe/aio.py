@@ -268,7 +268,7 @@ class _Link:
         data = b"".join([e.packed for e in entries])
         self.inflight = True  # no other write meanwhile
         try:
-            await conn.send_packed_command(data, check_health=False)
+            await conn.send_packed_command([data], check_health=False)
         except Exception as exc:
             self.inflight = False
             self._drop(conn)
@@ -323,7 +323,8 @@ class _Link:
             parser = getattr(conn, "_parser", None)
             hreader = getattr(parser, "_reader", None)
             stream = getattr(parser, "_stream", None)
-            if hreader is not None and stream is not None and hasattr(hreader, "gets"):
+            real = getattr(getattr(conn, "_writer", None), "transport", None) is not None
+            if real and hreader is not None and stream is not None and hasattr(hreader, "gets"):
                 await self._read_hiredis(conn, hreader, stream)
             else:
                 await self._read_generic(conn)

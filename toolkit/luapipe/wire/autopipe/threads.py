@@ -460,7 +460,9 @@ class AutoPipeline(CoreCommands):
             sent, failure = _send(sock, entries)
         else:  # an in-process fake: redis-py's own write
             try:
-                conn.send_packed_command(b"".join([e.packed for e in entries]), check_health=False)
+                conn.send_packed_command(
+                    [b"".join([e.packed for e in entries])], check_health=False
+                )
             except Exception as err:
                 sent, failure = 0, err
         if sent:
@@ -533,7 +535,8 @@ def _reader(conn: Any) -> Callable[[], Any]:
     """One reply per call, error replies as :class:`ReplyError` values."""
     parser: Any = getattr(conn, "_parser", None)
     hreader = getattr(parser, "_reader", None)
-    if hreader is not None and hasattr(hreader, "gets") and hasattr(parser, "read_from_socket"):
+    real = isinstance(getattr(conn, "_sock", None), socket.socket)  # not an in-process fake
+    if real and hreader is not None and hasattr(hreader, "gets"):
         from redis._parsers import hiredis as parsers
 
         more = getattr(parsers, "NOT_ENOUGH_DATA", False)
