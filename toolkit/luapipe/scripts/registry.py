@@ -14,6 +14,15 @@ Calls use EVALSHA (EVALSHA_RO for ``no-writes`` scripts) and recover from the se
 exact NOSCRIPT reply by loading and re-sending once; nothing is re-sent after a timeout or
 a dropped connection (see :mod:`luapipe.wire.sync`).
 
+A ``#!lua name=<library>`` file of the directory is a Redis Function library
+(:class:`~luapipe.scripts.library.FunctionLibrary`), held beside the scripts:
+``reg.libraries`` lists them, ``reg.library(name)`` is one, ``reg.function(name)`` returns
+``(LuaFunction, FunctionLibrary)`` for a function name (what a call sends, and what to load
+where the function is missing), ``reg.functions()`` the function names, and ``reg[name]``
+stays the :class:`LuaScript` of a script. Script and function names share
+one namespace: a clash (two files, or a script and a function, or two libraries) is one
+error naming every clash.
+
 Every method takes a sync or a ``redis.asyncio`` client (plain or cluster; with an asyncio
 one it returns a coroutine): the work is written once as steps (:mod:`luapipe.scripts.calls`)
 and run by the sync or the asyncio driver. ``reg.call`` on a plain client keeps a flattened
@@ -44,7 +53,9 @@ from luapipe.scripts.calls import (
     status_steps,
 )
 from luapipe.scripts.compiler import compile_problems
+from luapipe.scripts.library import FunctionLibrary, LuaFunction
 from luapipe.scripts.loader import scan
+from luapipe.scripts.names import clash_error, name_clashes
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import KnownScripts, ScriptCall
@@ -104,13 +115,29 @@ class ScriptRegistry:
         strict: bool = True,
         problems: Iterable[ScriptProblem] = (),
         policy: RetryPolicy = DEFAULT,
+        libraries: Iterable[FunctionLibrary] = (),
     ) -> None:
-        self._scripts = _by_name(scripts)
-        found = [*problems, *(compile_problems(self._scripts.values()) if check else ())]
+        scripts = list(scripts)
+        libraries = list(libraries)
+        clashes = name_clashes(scripts, libraries)
+        refused = clash_error(scripts, libraries) if strict else None
+        if refused is not None:
+            raise refused
+        clashing = {p.path for p in clashes}
+        self._scripts = _by_name(s for s in scripts if (s.path or s.name) not in clashing)
+        self._libraries = {
+            lib.name: lib for lib in libraries if (lib.path or lib.name) not in clashing
+        }
+        found = [*problems, *clashes]
+        found += compile_problems(self._scripts.values()) if check else ()
         if strict:
             raise_problems(found)
         for problem in found:
             self._scripts.pop(problem.name, None)
+        #: function name -> (function, its library): what reg.call looks up first
+        self._fns: dict[str, tuple[LuaFunction, FunctionLibrary]] = {
+            f.name: (f, lib) for lib in self._libraries.values() for f in lib.functions
+        }
         self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
@@ -125,7 +152,7 @@ class ScriptRegistry:
         others; see :attr:`problems`.
         """
         found = scan(directory if directory is not None else bundled_scripts_dir())
-        return cls(found.scripts, strict=strict, problems=found.problems)
+        return cls(found.scripts, strict=strict, problems=found.problems, libraries=found.libraries)
 
     @property
     def problems(self) -> tuple[ScriptProblem, ...]:
@@ -135,6 +162,38 @@ class ScriptRegistry:
     # -- the collection -------------------------------------------------------------------
     def names(self) -> list[str]:
         return sorted(self._scripts)
+
+    @property
+    def libraries(self) -> tuple[FunctionLibrary, ...]:
+        """The Function libraries of the directory, sorted by library name."""
+        return tuple(self._libraries[n] for n in sorted(self._libraries))
+
+    def library(self, name: str) -> FunctionLibrary:
+        """The Function library called ``name`` (:class:`UnknownScriptError`, a KeyError,
+        if the registry has none)."""
+        try:
+            return self._libraries[name]
+        except (KeyError, TypeError):
+            raise UnknownScriptError(f"unknown library {name!r}") from None
+
+    def functions(self) -> list[str]:
+        """The names of every function the libraries register, sorted."""
+        return sorted(self._fns)
+
+    def function(self, name: str) -> tuple[LuaFunction, FunctionLibrary]:
+        """The function ``name`` and the library that registers it (what to load when a
+        node answers ``ERR Function not found``); :class:`UnknownScriptError` otherwise."""
+        found = self._fns.get(name) if isinstance(name, str) else None
+        if found is not None:
+            return found
+        for problem in self._problems:
+            if problem.name == name:
+                raise ScriptError(f"{name!r} cannot be used: {problem.message}")
+        if name in self._scripts:
+            raise UnknownScriptError(f"{name!r} is a script, not a function: reg[{name!r}]")
+        close = difflib.get_close_matches(str(name), self._fns, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownScriptError(f"unknown function {name!r}{hint}")
 
     def __getitem__(self, name: str) -> LuaScript:
         try:
@@ -150,6 +209,12 @@ class ScriptRegistry:
         for problem in self._problems:
             if problem.name == name:
                 raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
+        if name in self._fns:
+            library = self._fns[name][1].name
+            raise UnknownScriptError(
+                f"{name!r} is a function of library {library!r}, not a script: "
+                f"reg.function({name!r})"
+            )
         close = difflib.get_close_matches(name, self._scripts, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownScriptError(f"unknown script {name!r}{hint}")
