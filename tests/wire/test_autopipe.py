@@ -499,3 +499,59 @@ def test_fakeredis_clients_work_too(reg: ScriptRegistry) -> None:
     with pytest.raises(luapipe.ServerError, match="WRONGTYPE"):
         sync_ap.lpush("s", 1)
     sync_ap.close()
+
+
+# -- op.run through the auto-pipeline ---------------------------------------------------------
+
+
+def test_every_operation_and_form_agrees_with_the_plain_client(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """``op.run(ap, form, ...)``: every catalogue operation in every form gives what the sync
+    form gives from the same state (reply or error, round trips, WATCH retries, keyspace),
+    through the asyncio auto-pipeline and the thread one."""
+    import random
+
+    from luapipe.operations.verify import dump, setup
+
+    from ..operations.test_aio_forms import OPS, compare_all, sync_outcome
+
+    sync = redis.Redis(host=redis_server.host, port=redis_server.port)
+    ap = luapipe.autopipeline(redis.asyncio.Redis(host=redis_server.host, port=redis_server.port))
+    agreed, errors = compare_all(sync, ap, cases=4)
+    assert agreed == len(OPS) * 5 * 4 and 0 < errors < agreed / 2
+    threaded = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    for name, op in OPS.items():
+        rng = random.Random(name)
+        for i in range(3):
+            case = op.sample_case(rng, f"apt{i}:{name}:")
+            for form in op.forms:
+                setup(sync, case)
+                want = (sync_outcome(op, sync, form, case), dump(sync, case.namespace))
+                setup(sync, case)
+                got = (sync_outcome(op, threaded, form, case), dump(sync, case.namespace))
+                assert got == want, (name, form, i)
+    threaded.close()
+    sync.close()
+
+
+def test_the_knobs_cap_a_write_and_wait_for_more_callers(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    async def body(client: Any) -> list[Any]:
+        capped = luapipe.autopipeline(client, max_batch=2)
+        out = await asyncio.gather(*(capped.incr("n") for _ in range(6)))
+        waiting = luapipe.autopipeline(client, max_delay=0.05)
+        await waiting.ping()
+        first = asyncio.ensure_future(asyncio.gather(waiting.incr("m"), waiting.incr("m")))
+        await asyncio.sleep(0.01)  # within max_delay: joins the same write
+        late = await waiting.incr("m")
+        await first
+        writes = [capped.writes, waiting.writes]
+        await capped.aclose()
+        await waiting.aclose()
+        return [out, late, writes]
+
+    out, late, writes = arun(redis_server, body)
+    assert out == [1, 2, 3, 4, 5, 6] and late == 3
+    assert writes == [3, 2]  # 6 calls, 2 a write; the ping, then the three together
