@@ -347,7 +347,7 @@ def main() -> None:
                 assert proxy is not None
                 cal = calibrate(proxy, host, port, rtt)
                 target = (proxy.host, proxy.port)
-                print(f"# rtt {rtt} ms: measured {cal.measured_ms:.3f} ms", flush=True)
+                print(f"# rtt {rtt} ms: measured {cal.rtt_ms_measured:.3f} ms", flush=True)
             for tasks in tasks_list:
                 kinds = PY_ASYNC + [k for k in PY_THREADS if tasks <= opts.max_threads]
                 kinds += peers.kinds()

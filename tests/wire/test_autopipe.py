@@ -555,3 +555,31 @@ def test_the_knobs_cap_a_write_and_wait_for_more_callers(
     out, late, writes = arun(redis_server, body)
     assert out == [1, 2, 3, 4, 5, 6] and late == 3
     assert writes == [3, 2]  # 6 calls, 2 a write; the ping, then the three together
+
+
+def test_a_closed_auto_pipeline_sends_nothing_and_one_loop_is_its_own(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    client = redis.asyncio.Redis(host=redis_server.host, port=redis_server.port)
+    ap = luapipe.autopipeline(client)
+
+    async def first() -> Any:
+        return await ap.incr("n")
+
+    assert asyncio.run(first()) == 1
+    with pytest.raises(CallArgumentError, match="event loop it first ran on"):
+        asyncio.run(first())  # another loop
+
+    async def closed() -> None:
+        fresh = luapipe.autopipeline(client)
+        await fresh.ping()
+        await fresh.aclose()
+        with pytest.raises(ConnectionFailed, match="closed"):
+            await fresh.incr("n")
+
+    asyncio.run(closed())
+    sync_ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    sync_ap.close()
+    with pytest.raises(ConnectionFailed, match="closed"):
+        sync_ap.incr("n")
+    assert r.get("n") == b"1"

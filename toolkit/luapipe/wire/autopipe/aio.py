@@ -73,6 +73,7 @@ from luapipe.wire.routing import (
 __all__ = ["AsyncAutoPipeline"]
 
 _NET = (rex.ConnectionError, rex.TimeoutError, OSError)
+_running_loop = asyncio.get_running_loop
 
 
 class _Slow:
@@ -578,7 +579,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
     ) -> Any:
         """One command for ``slot``'s node: its reply (``finish(reply)``) if a value, else
         ``recover(node, reply)``'s steps carry on (an error, a redirect, a lost write)."""
-        if self._packer is None:
+        if self._packer is None or self._loop is not _running_loop():
             await self._start()
         call = _AioCall(self._loop.create_future())
         if self._active >= self.max_in_flight or self._waiting:
@@ -612,7 +613,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def run(self, steps: Steps[Any]) -> Any:
         """Run any steps (a form, a pipeline's plans): their Sends share the writes."""
-        if self._packer is None:
+        if self._packer is None or self._loop is not _running_loop():
             await self._start()
         call = _AioCall(self._loop.create_future())
         if self._active >= self.max_in_flight or self._waiting:
@@ -627,7 +628,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def run_counted(self, steps: Steps[Any]) -> tuple[Any, int]:
         """:meth:`run`, and the round trips this call's steps took."""
-        if self._packer is None:
+        if self._packer is None or self._loop is not _running_loop():
             await self._start()
         call = _AioCall(self._loop.create_future())
         if self._active >= self.max_in_flight or self._waiting:
@@ -647,7 +648,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         """A redis-py command through the auto-pipeline: what the client's method returns."""
-        if self._packer is None:
+        if self._packer is None or self._loop is not _running_loop():
             await self._start()
         head = args[0]
         route = self._routes.get(head) if not options else None
@@ -762,6 +763,12 @@ class AsyncAutoPipeline(AsyncCoreCommands):
     async def _start(self) -> None:
         """Bind to the running loop and (a cluster) read the slot map, once: the first
         callers all wait for the same start, and go on in the order they came."""
+        if self._closed:
+            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise CallArgumentError(
+                "an auto-pipeline serves the event loop it first ran on; make one per loop"
+            )
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._ready = getattr(self._loop, "_ready", None)
@@ -802,6 +809,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         """Close the auto-pipeline's own connections (not the client's). Calls still
         queued get ConnectionFailed; those written get OutcomeUnknown."""
         self._closed = True
+        self._packer = None  # type: ignore[assignment]  # the next call finds it closed
         for link in list(self._links.values()):
             queued = [e for e in link.q.entries if not e.call.cancelled]
             link.q.entries.clear()

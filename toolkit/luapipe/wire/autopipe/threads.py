@@ -335,6 +335,8 @@ class AutoPipeline(CoreCommands):
 
     def _admit(self, call: _ThreadCall) -> None:
         """A place among the calls in flight, first come first served."""
+        if self._closed:
+            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
         with self._mutex:
             if self._active < self.max_in_flight and not self._waiting:
                 self._active += 1
