@@ -158,11 +158,12 @@ def scripts_call(
     url: str | None,
     as_json: bool,
 ) -> None:
-    """Call script NAME with --key/--arg values and print its reply: (nil) for nil, lists
-    and maps as JSON (with --json: always JSON, nil is null). A broken script elsewhere in
-    the directory does not stop the call of a good one."""
+    """Call script or function NAME with --key/--arg values and print its reply: (nil) for
+    nil, lists and maps as JSON (with --json: always JSON, nil is null). A broken script
+    elsewhere in the directory does not stop the call of a good one."""
     reg = common.registry(directory, strict=False)
-    reg[name].check_call(keys, args)  # before connecting
+    if reg.function_call(name, keys, args) is None:  # a function's counts checked there
+        reg[name].check_call(keys, args)  # before connecting
     result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
     click.echo(json.dumps(result) if as_json else _show(result))
 
@@ -208,10 +209,13 @@ def scripts_flush(url: str | None, yes: bool) -> None:
 @scripts.command("kill")
 @common.url_option
 def scripts_kill(url: str | None) -> None:
-    """SCRIPT KILL a runaway read-only script (a script that wrote is UNKILLABLE)."""
+    """SCRIPT KILL / FUNCTION KILL a runaway script or function that has not written (one
+    that wrote is UNKILLABLE)."""
     killed = ScriptRegistry([]).kill(common.client(url))
     click.echo(
-        f"killed the running script on {', '.join(killed)}" if killed else "no script running"
+        f"killed the running script or function on {', '.join(killed)}"
+        if killed
+        else "no script or function running"
     )
 
 

@@ -48,11 +48,13 @@ from luapipe.scripts.calls import (
     call_steps,
     eval_steps,
     flush_steps,
+    function_call_steps,
     kill_steps,
     load_steps,
     status_steps,
 )
 from luapipe.scripts.compiler import compile_problems
+from luapipe.scripts.fcall import FunctionCall
 from luapipe.scripts.library import FunctionLibrary, LuaFunction
 from luapipe.scripts.loader import scan
 from luapipe.scripts.names import clash_error, name_clashes
@@ -219,6 +221,17 @@ class ScriptRegistry:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownScriptError(f"unknown script {name!r}{hint}")
 
+    def function_call(
+        self, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> FunctionCall | None:
+        """A checked call of the function ``name`` (None: no function of that name)."""
+        found = self._fns.get(name) if name.__class__ is str else None
+        if found is None:
+            return None
+        fn, lib = found
+        fn.check_call(keys, args)
+        return FunctionCall(fn, lib, tuple(keys), tuple(args))
+
     def __contains__(self, name: object) -> bool:
         return name in self._scripts
 
@@ -274,10 +287,11 @@ class ScriptRegistry:
     @overload
     def kill(self, client: SyncClient) -> list[str]: ...
     def kill(self, client: Any) -> Any:
-        """SCRIPT KILL the script running on each node; returns the nodes where one was killed.
+        """SCRIPT KILL (FUNCTION KILL for a function) what runs on each node; returns the
+        nodes where a script or function was killed.
 
-        A script that has already written cannot be stopped (Redis answers UNKILLABLE):
-        that is raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
+        One that has already written cannot be stopped (Redis answers UNKILLABLE): that is
+        raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
         """
         return self._run(kill_steps(), client)
 
@@ -304,7 +318,12 @@ class ScriptRegistry:
         keys: Sequence[Value] = (),
         args: Sequence[Value] = (),
     ) -> Any:
-        """Run one script: one round trip in steady state; NOSCRIPT -> load, retry once.
+        """Run one script or function: one round trip in steady state.
+
+        A script goes as EVALSHA (NOSCRIPT -> load, retry once); a function of a library
+        as FCALL (FCALL_RO for ``no-writes``): on the exact "ERR Function not found" its
+        library is loaded (never replaced) on the slot's primary and the call sent again,
+        in one atomic round trip (see :mod:`luapipe.scripts.fcall`).
 
         With a ``redis.asyncio`` client this returns a coroutine (``await reg.call(...)``).
         On a cluster the call goes to the primary owning its keys' slot; a redirect (slot
@@ -324,6 +343,8 @@ class ScriptRegistry:
                 words, slot, read_only, recover = self._auto_call(client, name, keys, args)
                 return client.call(words, slot=slot, read_only=read_only, recover=recover)
             return self._call_async(client, name, keys, args, kind)
+        if self._fns and name.__class__ is str and name in self._fns:
+            return self._fcall(client, name, keys, args, kind)
         script = self[name]
         script.check_call(keys, args)
         if kind == _SYNC_CLUSTER:
@@ -341,9 +362,45 @@ class ScriptRegistry:
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
             return drivers.Driver(client, s).run(steps)
 
+    def _fcall(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
+    ) -> Any:
+        fn, lib = self._fns[name]
+        fn.check_call(keys, args)
+        if kind == _SYNC_CLUSTER:
+            call = FunctionCall(fn, lib, tuple(keys), tuple(args))
+            return drivers.drive(function_call_steps(call, self.policy, cluster=True), client)
+        with sync.session(client) as s:  # the fast path: one FCALL in steady state
+            reply = s.send_one(fn.fcall_args(keys, args))
+            if reply.__class__ is not ReplyError:
+                return reply
+            call = FunctionCall(fn, lib, tuple(keys), tuple(args))
+            steps = function_call_steps(call, self.policy, cluster=False, first=(s.address, reply))
+            return drivers.Driver(client, s).run(steps)
+
+    async def _fcall_async(self, client: Any, call: FunctionCall, kind: int) -> Any:
+        if kind == _ASYNC_CLUSTER or client.single_connection_client:
+            steps = function_call_steps(call, self.policy, cluster=kind == _ASYNC_CLUSTER)
+            return await drivers.drive_async(steps, client)
+        pool = client.connection_pool  # the fast path, as for scripts below
+        conn = await aio.acquire(pool)
+        s = aio.AsyncSession(client, conn)
+        try:
+            reply = await s.send_one(call.fcall_args())
+            if reply.__class__ is not ReplyError:
+                return reply
+            steps = function_call_steps(call, self.policy, cluster=False, first=(s.address, reply))
+            return await drivers.AsyncDriver(client, s).run(steps)
+        finally:
+            await s.close_if_dirty()
+            await pool.release(conn)
+
     async def _call_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
     ) -> Any:
+        fcall = self.function_call(name, keys, args) if self._fns else None
+        if fcall is not None:
+            return await self._fcall_async(client, fcall, kind)
         script = self[name]
         script.check_call(keys, args)
         call = ScriptCall(script, tuple(keys), tuple(args))
