@@ -22,6 +22,7 @@ from luapipe.errors import (
 )
 from luapipe.scripts.calls import call_steps
 from luapipe.scripts.protocol import ScriptCall
+from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.policy import DEFAULT
@@ -49,7 +50,7 @@ LIBRARY = (
 
 @pytest.fixture
 def reg() -> ScriptRegistry:
-    return ScriptRegistry([SETTER, APPEND, BOOM, SLOW])
+    return ScriptRegistry([SETTER, APPEND, BOOM, SLOW], libraries=[parse_library(LIBRARY)])
 
 
 def arun(server: ServerProcess, body: Callable[[Any], Awaitable[T]], **kw: Any) -> T:
@@ -184,30 +185,29 @@ def test_order_holds_through_a_noscript_healed_by_steps(
     assert calls(r, "evalsha") == 1 and calls(r, "eval") == 1  # NOSCRIPT, then EVAL
 
 
-def _fcall_healing(key: str, value: Any) -> Steps[Any]:
-    """FCALL, and on "Function not found" load the library and call again (as the
-    registry's function calls heal)."""
-    node = yield Locate(None)
-    (reply,) = yield Send([("FCALL", "ap_set", 1, key, value)], node)
-    if isinstance(reply, ReplyError) and "Function not found" in reply.text:
-        _, reply = yield Send(
-            [Command(("FUNCTION", "LOAD", "REPLACE", LIBRARY)), ("FCALL", "ap_set", 1, key, value)],
-            node,
-        )
-    return reply
-
-
 def test_order_holds_through_function_not_found(
-    r: redis.Redis, redis_server: ServerProcess
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
 ) -> None:
+    """A function whose library another client just flushed, then commands on its key:
+    the FCALL ends its write (the hold), its heal (load + call in one MULTI) goes out
+    before the INCRs issued after it."""
+
     async def body(client: Any) -> list[Any]:
         ap = luapipe.autopipeline(client)
+        await reg.call(ap, "ap_set", keys=["warm"], args=[0])  # the library is loaded
         r.function_flush()
-        out = await asyncio.gather(ap.run(_fcall_healing("k", 7)), ap.incr("k"), ap.incr("k"))
+        out = await asyncio.gather(
+            reg.call(ap, "ap_set", keys=["k"], args=[7]), ap.incr("k"), ap.incr("k")
+        )
         await ap.aclose()
         return out
 
     assert arun(redis_server, body) == [b"OK", 8, 9]
+    threaded = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    r.function_flush()
+    assert reg.call(threaded, "ap_set", keys=["t"], args=[1]) == b"OK"
+    threaded.close()
+    assert r.get("t") == b"1"
 
 
 # -- at most once ---------------------------------------------------------------------------

@@ -38,48 +38,30 @@ from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.errors import ConnectionFailed, OutcomeUnknown
 from luapipe.scripts.calls import call_steps
+from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.protocol import KnownScripts, ScriptCall
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.policy import DEFAULT
-from luapipe.wire.replies import Command, ReplyError, full_error_text, raise_for
-from luapipe.wire.routing import Locate, Send, Steps
 
 from ..helpers import emptied_cluster_client
 
 APPEND = LuaScript.from_source(
     "append", "-- @key log\n-- @arg item\nreturn redis.call('RPUSH', KEYS[1], ARGV[1])\n"
 )
-LIBRARY = (
+LIBRARY = parse_library(
     "#!lua name=drill\n"
     "redis.register_function('drill_append', function(keys, args) "
     "return redis.call('RPUSH', keys[1], args[1]) end)\n"
 )
 
 
+def registry() -> ScriptRegistry:
+    return ScriptRegistry([APPEND], libraries=[LIBRARY])
+
+
 def log_key(caller: int) -> str:
     return f"drill:{{c{caller}}}"
-
-
-def fcall_healing(key: str, item: int) -> Steps[Any]:
-    """FCALL; on "Function not found", load the library and call in one MULTI (as the
-    registry heals a function call: nothing can come between the load and the call)."""
-    node = yield Locate(None)
-    (reply,) = yield Send([("FCALL", "drill_append", 1, key, item)], node)
-    if isinstance(reply, ReplyError) and "Function not found" in reply.text:
-        *_, reply = yield Send(
-            [
-                Command(("MULTI",)),
-                Command(("FUNCTION", "LOAD", "REPLACE", LIBRARY)),
-                Command(("FCALL", "drill_append", 1, key, item)),
-                Command(("EXEC",)),
-            ],
-            node,
-        )
-        reply = reply[-1] if isinstance(reply, list) else reply
-        if isinstance(reply, Exception):  # an error inside EXEC's array
-            reply = ReplyError(full_error_text(reply))
-    return raise_for(reply)  # LOADING while a restarted server loads: ConnectionFailed
 
 
 @dataclass
@@ -146,8 +128,8 @@ async def async_caller(
             elif kind == 2:  # steps that send EVALSHA and heal a NOSCRIPT (op.run's script form)
                 call = ScriptCall(APPEND, (key,), (n,))
                 out = await ap.run(call_steps(call, known, DEFAULT, cluster=ap.on_cluster))
-            else:  # steps that send FCALL and heal "Function not found"
-                out = await ap.run(fcall_healing(key, n))
+            else:  # a function of a library: FCALL, healed on "Function not found"
+                out = await reg.call(ap, "drill_append", keys=[key], args=[n])
         except Exception as exc:
             ledger.record(caller, n, exc)
             return
@@ -192,7 +174,7 @@ def report(name: str, counts: dict[str, int], **extra: Any) -> None:
 def test_flush_storm_every_call_exactly_once_in_order(
     r: redis.Redis, redis_server: ServerProcess
 ) -> None:
-    reg = ScriptRegistry([APPEND])
+    reg = registry()
     known = KnownScripts()
     ledger = Ledger()
     stop = threading.Event()
@@ -242,7 +224,7 @@ def test_flush_storm_every_call_exactly_once_in_order(
 
 
 def test_client_kill_at_random_points(r: redis.Redis, redis_server: ServerProcess) -> None:
-    reg = ScriptRegistry([APPEND])
+    reg = registry()
     known = KnownScripts()
     ledger = Ledger()
     stop = threading.Event()
@@ -312,7 +294,7 @@ def _restart_soon(server: EmbeddedRedis, after: float) -> threading.Thread:
 
 
 def test_graceful_restart_asyncio(durable: EmbeddedRedis) -> None:
-    reg = ScriptRegistry([APPEND])
+    reg = registry()
     known = KnownScripts()
     ledger = Ledger()
     assert durable.info is not None
@@ -349,7 +331,7 @@ def test_graceful_restart_asyncio(durable: EmbeddedRedis) -> None:
 
 
 def test_graceful_restart_threads(durable: EmbeddedRedis) -> None:
-    reg = ScriptRegistry([APPEND])
+    reg = registry()
     ledger = Ledger()
     assert durable.info is not None
     host, port = durable.info.host, durable.info.port
@@ -393,7 +375,7 @@ def cluster6() -> Iterator[EmbeddedCluster]:
 @pytest.mark.cluster
 def test_coordinated_failover_on_a_cluster(cluster6: EmbeddedCluster) -> None:
     rc = emptied_cluster_client(cluster6)
-    reg = ScriptRegistry([APPEND])
+    reg = registry()
     known = KnownScripts()
     ledger = Ledger()
     callers = 16
@@ -431,10 +413,7 @@ def test_coordinated_failover_on_a_cluster(cluster6: EmbeddedCluster) -> None:
 
         try:
             await asyncio.gather(
-                *(
-                    async_caller(ap, reg, known, c, ledger, until, functions=False)
-                    for c in range(callers)
-                )
+                *(async_caller(ap, reg, known, c, ledger, until) for c in range(callers))
             )
         finally:
             thread.join()

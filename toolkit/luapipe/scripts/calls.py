@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
 from luapipe.scripts.fcall import FunctionCall, heal_batch, read_heal
@@ -44,10 +44,13 @@ from luapipe.wire.routing import (
     slot_of,
 )
 
+T = TypeVar("T")
+
 __all__ = [
     "NodeStatus",
     "ScriptState",
     "call_steps",
+    "again_if_not_run",
     "eval_steps",
     "execute_steps",
     "flush_steps",
@@ -355,6 +358,17 @@ def execute_steps(
 
 
 # -- a call through an auto-pipeline -------------------------------------------------------
+def again_if_not_run(outcome: LuapipeError, again: Steps[T], policy: RetryPolicy) -> Steps[T]:
+    """After a write that failed with ``outcome``: ``again`` if it provably did not run
+    (after the slot map is re-read; on one server the cause stands, raised), else
+    ``outcome`` raised: what may have run is never sent again."""
+    cause = did_not_run(outcome)
+    if cause is None:
+        raise outcome
+    yield Refresh(cause, policy.refresh_delay(0))
+    return (yield from again)
+
+
 def eval_steps(
     call: ScriptCall, policy: RetryPolicy, *, cluster: bool, first: tuple[str | None, Any]
 ) -> Steps[Any]:

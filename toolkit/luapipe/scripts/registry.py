@@ -45,6 +45,7 @@ from luapipe.errors import DuplicateScriptError, LuapipeError, ScriptError, Unkn
 from luapipe.scripts.calls import (
     NodeStatus,
     ScriptState,
+    again_if_not_run,
     call_steps,
     eval_steps,
     flush_steps,
@@ -340,8 +341,10 @@ class ScriptRegistry:
             if kind == _AUTO:  # an auto-pipeline: the call shares its node's next write
                 if client.luapipe_async:
                     return self._call_auto_async(client, name, keys, args)
-                words, slot, read_only, recover = self._auto_call(client, name, keys, args)
-                return client.call(words, slot=slot, read_only=read_only, recover=recover)
+                words, slot, read_only, recover, hold = self._auto_call(client, name, keys, args)
+                return client.call(
+                    words, slot=slot, read_only=read_only, recover=recover, hold=hold
+                )
             return self._call_async(client, name, keys, args, kind)
         if self._fns and name.__class__ is str and name in self._fns:
             return self._fcall(client, name, keys, args, kind)
@@ -426,30 +429,51 @@ class ScriptRegistry:
 
     def _auto_call(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
-    ) -> tuple[tuple[Any, ...], int | None, bool, Any]:
-        """What an auto-pipeline sends for this call: EVAL (a flushed cache cannot refuse
-        it, so no later call overtakes it), the slot, read-only, and the steps after a
-        reply that is not a value (:func:`~luapipe.scripts.calls.eval_steps`)."""
+    ) -> tuple[tuple[Any, ...], int | None, bool, Any, Any]:
+        """What an auto-pipeline sends for this call, its slot, whether it is read-only,
+        the steps that carry on after a reply that is not a value (or a failed write), and
+        what those steps heal (the auto-pipeline holds later calls back from its write).
+
+        A script goes as EVAL (a flushed cache cannot refuse it, so no later call
+        overtakes it; :func:`~luapipe.scripts.calls.eval_steps`); a function as FCALL,
+        healed as ``reg.call`` heals it (the auto-pipeline ends the write after an FCALL,
+        so the heal still goes ahead of later calls)."""
+        cluster = client.on_cluster
+        policy = self.policy
+        fc = self.function_call(name, keys, args) if self._fns else None
+        if fc is not None:
+            fn_slot = slot_of(fc.keys) if cluster else None
+
+            def again() -> Steps[Any]:
+                return function_call_steps(fc, policy, cluster=cluster)
+
+            def fn_recover(node: str | None, outcome: Any) -> Steps[Any]:
+                if isinstance(outcome, LuapipeError):  # the write failed
+                    return again_if_not_run(outcome, again(), policy)
+                if cluster and fc.read_only and getattr(outcome, "is_function_not_found", 0):
+                    return again()  # it may have been a replica: heal from the slot's start
+                return function_call_steps(fc, policy, cluster=cluster, first=(node or "", outcome))
+
+            hold = ("function", fc.function.name)
+            return fc.fcall_args(), fn_slot, fc.read_only, fn_recover, hold
         script = self[name]
         script.check_call(keys, args)
         read_only = script.read_only
         words = ("EVAL_RO" if read_only else "EVAL", script.source, len(keys), *keys, *args)
-        cluster = client.on_cluster
         slot = slot_of(keys) if cluster else None
-        policy = self.policy
 
         def recover(node: str | None, outcome: Any) -> Steps[Any]:
             n = len(keys)
             call = ScriptCall(script, tuple(words[3 : 3 + n]), tuple(words[3 + n :]))
             return eval_steps(call, policy, cluster=cluster, first=(node, outcome))
 
-        return words, slot, read_only, recover
+        return words, slot, read_only, recover, None
 
     async def _call_auto_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
     ) -> Any:
-        words, slot, read_only, recover = self._auto_call(client, name, keys, args)
-        return await client.call(words, slot=slot, read_only=read_only, recover=recover)
+        words, slot, read_only, recover, hold = self._auto_call(client, name, keys, args)
+        return await client.call(words, slot=slot, read_only=read_only, recover=recover, hold=hold)
 
     @overload
     def pipeline(

@@ -576,9 +576,12 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         read_only: bool = False,
         finish: Callable[[Any], Any] | None = None,
         recover: Recover | None = None,
+        hold: Any = None,
     ) -> Any:
         """One command for ``slot``'s node: its reply (``finish(reply)``) if a value, else
-        ``recover(node, reply)``'s steps carry on (an error, a redirect, a lost write)."""
+        ``recover(node, reply)``'s steps carry on (an error, a redirect, a lost write).
+        ``hold``: what ``recover`` heals if the server refuses the command as not loaded
+        (e.g. ``("function", name)``): nothing issued later joins its write."""
         if self._packer is None or self._loop is not _running_loop():
             await self._start()
         call = _AioCall(self._loop.create_future())
@@ -597,7 +600,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             except LuapipeError as exc:
                 sched.recover(call, None, exc)
             else:
-                sched.send_one(call, node, packed)
+                sched.send_one(call, node, packed, hold)
             try:
                 out = await call.fut
             except asyncio.CancelledError as exc:

@@ -253,10 +253,12 @@ class Scheduler:
         self._seq += 1
         call.seq = self._seq
 
-    def send_one(self, call: Call, node: str, packed: bytes) -> None:
-        """Queue a fast-path call's one command (``call.args``, packed) on ``node``."""
+    def send_one(self, call: Call, node: str, packed: bytes, hold: Any = None) -> None:
+        """Queue a fast-path call's one command (``call.args``, packed) on ``node``.
+        ``hold``: what its ``recover`` heals and sends again if the server refuses it as
+        not loaded (see :func:`miss_group`): the write ends after it (the hold)."""
         q = self.queues.get(node) or self.queue(node)
-        q.add(Entry(call, node, (call.args,), packed))  # type: ignore[arg-type]
+        q.add(Entry(call, node, (call.args,), packed, group=hold))  # type: ignore[arg-type]
         self.kick(q)
 
     def start(self, call: Call, steps: Steps[Any]) -> None:

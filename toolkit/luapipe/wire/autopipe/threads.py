@@ -199,6 +199,7 @@ class AutoPipeline(CoreCommands):
         read_only: bool = False,
         finish: Callable[[Any], Any] | None = None,
         recover: Recover | None = None,
+        hold: Any = None,
     ) -> Any:
         """One command for ``slot``'s node (see :meth:`AsyncAutoPipeline.call`)."""
         packed = self._packer.one(args)
@@ -216,7 +217,7 @@ class AutoPipeline(CoreCommands):
                 except LuapipeError as exc:
                     sched.recover(call, None, exc)
                 else:
-                    sched.send_one(call, node, packed)
+                    sched.send_one(call, node, packed, hold)
             return self._wait(call)
         finally:
             self._leave()
