@@ -21,13 +21,11 @@ from luapipe.errors import (
     ScriptRuntimeError,
 )
 from luapipe.scripts.calls import call_steps
-from luapipe.scripts.protocol import ScriptCall
 from luapipe.scripts.libparse import parse_library
+from luapipe.scripts.protocol import ScriptCall
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.policy import DEFAULT
-from luapipe.wire.replies import Command, ReplyError
-from luapipe.wire.routing import Locate, Send, Steps
 
 from ..drivers import kill_named, stopped
 from ..helpers import SLOW, calls
