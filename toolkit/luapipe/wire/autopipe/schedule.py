@@ -18,9 +18,11 @@ The rules every write follows, whatever the flavour:
 - **Hold after a possible cache miss.** A command the server may refuse because a script or
   function is not loaded (``EVALSHA``, ``FCALL``, sent by steps that heal it and send it
   again) ends its write, except for more commands of the same kind: if one of them is
-  refused, every later command of that write is refused too (a flush clears every script;
-  a function is deleted whole), so the re-sends keep the order. Scripts called through the
-  registry travel as ``EVAL`` (never refused as "not loaded"), so they never split a write.
+  refused, the later ones of that write are refused too (a flush clears every script; a
+  function goes with its library), so the re-sends keep the order. The one window left:
+  another client loading that script or library back in the middle of that very write.
+  Scripts called through the registry travel as ``EVAL`` (never refused as "not loaded"),
+  so they never split a write.
 - **At most once.** A write that failed before any byte reached the kernel did not run: its
   entries go back to their queue, ahead of later ones, for a new connection (the flavour
   tries one); if that fails too, each caller gets :class:`~luapipe.errors.ConnectionFailed`
