@@ -144,6 +144,8 @@ class ScriptRegistry:
         self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
+        #: an auto-pipeline's steps after a reply that is not a value, per (name, cluster)
+        self._recovers: dict[tuple[str, bool], Any] = {}
 
     @classmethod
     def from_directory(
@@ -439,35 +441,52 @@ class ScriptRegistry:
         healed as ``reg.call`` heals it (the auto-pipeline ends the write after an FCALL,
         so the heal still goes ahead of later calls)."""
         cluster = client.on_cluster
-        policy = self.policy
         fc = self.function_call(name, keys, args) if self._fns else None
         if fc is not None:
-            fn_slot = slot_of(fc.keys) if cluster else None
-
-            def again() -> Steps[Any]:
-                return function_call_steps(fc, policy, cluster=cluster)
-
-            def fn_recover(node: str | None, outcome: Any) -> Steps[Any]:
-                if isinstance(outcome, LuapipeError):  # the write failed
-                    return again_if_not_run(outcome, again(), policy)
-                if cluster and fc.read_only and getattr(outcome, "is_function_not_found", 0):
-                    return again()  # it may have been a replica: heal from the slot's start
-                return function_call_steps(fc, policy, cluster=cluster, first=(node or "", outcome))
-
             hold = ("function", fc.function.name)
-            return fc.fcall_args(), fn_slot, fc.read_only, fn_recover, hold
+            slot = slot_of(fc.keys) if cluster else None
+            return fc.fcall_args(), slot, fc.read_only, self._auto_recover(name, cluster), hold
         script = self[name]
         script.check_call(keys, args)
         read_only = script.read_only
         words = ("EVAL_RO" if read_only else "EVAL", script.source, len(keys), *keys, *args)
         slot = slot_of(keys) if cluster else None
+        return words, slot, read_only, self._auto_recover(name, cluster), None
 
-        def recover(node: str | None, outcome: Any) -> Steps[Any]:
-            n = len(keys)
+    def _auto_recover(self, name: str, cluster: bool) -> Any:
+        """The steps after an auto-pipelined call of ``name`` whose first reply was not a
+        value: one per name (the call's words rebuild its keys and args)."""
+        found = self._recovers.get((name, cluster))
+        if found is not None:
+            return found
+        policy = self.policy
+        if name in self._fns:
+            fn, lib = self._fns[name]
+
+            def fn_recover(node: str | None, outcome: Any, words: tuple[Any, ...]) -> Steps[Any]:
+                n = int(words[2])
+                fc = FunctionCall(fn, lib, tuple(words[3 : 3 + n]), tuple(words[3 + n :]))
+                if isinstance(outcome, LuapipeError):  # the write failed
+                    return again_if_not_run(
+                        outcome, function_call_steps(fc, policy, cluster=cluster), policy
+                    )
+                if cluster and fc.read_only and getattr(outcome, "is_function_not_found", False):
+                    # it may have been a replica: heal on the slot's primary, from the start
+                    return function_call_steps(fc, policy, cluster=cluster)
+                first = (node or "", outcome)
+                return function_call_steps(fc, policy, cluster=cluster, first=first)
+
+            found = self._recovers[name, cluster] = fn_recover
+            return found
+        script = self[name]
+
+        def recover(node: str | None, outcome: Any, words: tuple[Any, ...]) -> Steps[Any]:
+            n = int(words[2])
             call = ScriptCall(script, tuple(words[3 : 3 + n]), tuple(words[3 + n :]))
             return eval_steps(call, policy, cluster=cluster, first=(node, outcome))
 
-        return words, slot, read_only, recover, None
+        found = self._recovers[name, cluster] = recover
+        return found
 
     async def _call_auto_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]

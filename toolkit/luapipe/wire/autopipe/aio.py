@@ -88,8 +88,16 @@ class _Slow:
 class _AioCall(Call):
     __slots__ = ("fut",)
 
-    def __init__(self, fut: asyncio.Future[Any]) -> None:
-        Call.__init__(self)
+    def __init__(self, fut: asyncio.Future[Any]) -> None:  # Call's fields, set inline
+        self.seq = 0
+        self.steps = None
+        self.args = None
+        self.finish = None
+        self.recover = None
+        self.cancelled = False
+        self.written = 0
+        self.answers = None
+        self.missing = 0
         self.fut = fut
 
     def resolve(self, value: Any) -> None:

@@ -127,13 +127,13 @@ def command_recover(
     policy: RetryPolicy,
     finish: Callable[[Any], Any] | None,
     options: Mapping[str, Any],
-) -> Callable[[str | None, Any], Steps[Any]]:
+) -> Callable[[str | None, Any, tuple[Any, ...]], Steps[Any]]:
     """The steps after a command's first reply was not a value (see
     :data:`~luapipe.wire.autopipe.schedule.Recover`): an error reply is raised (translated);
     a redirect, or a write that provably never left, is routed again (the slot map re-read
     on a cluster; on one server the cause stands); anything that may have run is raised."""
 
-    def recover(node: str | None, outcome: Any) -> Steps[Any]:
+    def recover(node: str | None, outcome: Any, _: tuple[Any, ...]) -> Steps[Any]:
         cause = did_not_run(outcome)
         if cause is None:
             if isinstance(outcome, LuapipeError):

@@ -53,10 +53,11 @@ __all__ = [
     "miss_group",
 ]
 
-#: ``recover(node, outcome)``: the steps that carry on after a fast-path call's first reply
-#: was not a value (an error reply, a redirect) or its write failed (``outcome`` is then the
-#: :class:`~luapipe.errors.LuapipeError`); ``node`` is where it went (None: not located).
-Recover: TypeAlias = Callable[[str | None, Any], Steps[Any]]
+#: ``recover(node, outcome, args)``: the steps that carry on after a fast-path call's first
+#: reply was not a value (an error reply, a redirect) or its write failed (``outcome`` is
+#: then the :class:`~luapipe.errors.LuapipeError`); ``node`` is where it went (None: not
+#: located), ``args`` the command's words (so one ``recover`` serves every call of a kind).
+Recover: TypeAlias = Callable[[str | None, Any, tuple[Any, ...]], Steps[Any]]
 
 _MISS_SCRIPT = frozenset({"EVALSHA", "EVALSHA_RO", b"EVALSHA", b"EVALSHA_RO"})
 _MISS_FUNCTION = frozenset({"FCALL", "FCALL_RO", b"FCALL", b"FCALL_RO"})
@@ -150,7 +151,6 @@ class Entry:
         packed: bytes,
         nwire: int = 1,
         keep: list[int] | None = None,
-        *,
         parse: bool = False,
         group: Any = None,
         part: int = -1,
@@ -260,7 +260,7 @@ class Scheduler:
         ``hold``: what its ``recover`` heals and sends again if the server refuses it as
         not loaded (see :func:`miss_group`): the write ends after it (the hold)."""
         q = self.queues.get(node) or self.queue(node)
-        q.add(Entry(call, node, (call.args,), packed, group=hold))  # type: ignore[arg-type]
+        q.add(Entry(call, node, (call.args,), packed, 1, None, False, hold))  # type: ignore[arg-type]
         self.kick(q)
 
     def start(self, call: Call, steps: Steps[Any]) -> None:
@@ -443,7 +443,7 @@ class Scheduler:
             call.fail(outcome if isinstance(outcome, BaseException) else LuapipeError(outcome))
             return
         try:
-            call.steps = recover(node, outcome)
+            call.steps = recover(node, outcome, call.args)  # type: ignore[arg-type]
         except BaseException as exc:
             call.fail(exc)
             return
