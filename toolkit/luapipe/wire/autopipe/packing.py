@@ -49,7 +49,8 @@ class Packer:
             ):
                 args = (*head.split(), *args[1:])  # "CONFIG GET": two words, as redis-py
             try:
-                return bytes(_PACK(args if args.__class__ is tuple else tuple(args)))
+                packed: bytes = _PACK(args if args.__class__ is tuple else tuple(args))
+                return packed
             except TypeError:
                 pass  # a bytearray, a memoryview, or a bad value: redis-py decides
         return b"".join(pack(self.conn.pack_command, *args))
