@@ -98,9 +98,15 @@ def test_cluster_ask_and_moved_are_handled_per_entry(
         await ap.aclose()
         return [asked, moved]
 
+    threaded = luapipe.autopipeline(cluster.client())  # its slot map read before the move
+    threaded.ping()
     asked, moved = arun(cluster, body)
     assert asked == [11, 21, 1, 1]
     assert moved == [22, 2, 2]
+    # the thread flavour, with a map as stale: MOVED per call, each call once
+    assert reg.call(threaded, "counted", keys=[STAYED_KEY], args=[1]) == 23
+    assert threaded.incr(NEW_KEY) == 3 and threaded.incr(other) == 3
+    threaded.close()
 
 
 def test_cluster_threads_each_call_once(
