@@ -18,7 +18,7 @@ from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown, 
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.autopipe.schedule import Call, Entry
-from luapipe.wire.autopipe.threads import _send
+from luapipe.wire.autopipe.threadlink import send_counted as _send
 
 from ..drivers import kill_named, stopped
 

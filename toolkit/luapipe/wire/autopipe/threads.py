@@ -5,15 +5,13 @@ of threads call through it at once. The scheduling is the asyncio flavour's
 (:mod:`~luapipe.wire.autopipe.schedule`), run under one mutex; only the waiting differs:
 
 - **who does the I/O**: no background thread. A caller whose call finds its node's link
-  idle takes the link and writes everything queued there as one write, reads the replies
-  and hands them out, and goes on while more is queued; once its own call is done it hands
-  the link to the caller of the next queued entry (who is waiting anyway), so no thread
-  works for the others longer than one write;
+  idle takes the link (:class:`~luapipe.wire.autopipe.threadlink.ThreadLink`), writes
+  everything queued there as one write, reads the replies and hands them out; then it
+  passes the link to the caller of the next queued call (who is waiting anyway), so no
+  thread works for the others longer than one write, and none drives one node while its
+  own call waits on another;
 - **waiting**: each call has a lock its thread blocks on; the scheduler releases it with
-  the call's outcome, a request to answer (``Refresh``, ``Sleep``...), or a link to drive;
-- **writing**: bytes go out with ``socket.send`` counted, so a write that breaks halfway
-  knows which calls left whole (they may have run: :class:`OutcomeUnknown`) and which did
-  not (sent again on a new connection, then :class:`ConnectionFailed`).
+  the call's outcome, a request to answer (``Refresh``, ``Sleep``...), or a link to drive.
 
 Whether it pays under the GIL: see the README ("Auto-pipelining", threads).
 """
@@ -21,7 +19,6 @@ Whether it pays under the GIL: see the README ("Auto-pipelining", threads).
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections import deque
@@ -37,16 +34,15 @@ from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
     LuapipeError,
-    OutcomeUnknown,
     ServerError,
-    translate,
 )
 from luapipe.wire.autopipe.commands import command_recover, finisher, one_command, route_of
 from luapipe.wire.autopipe.packing import Packer
-from luapipe.wire.autopipe.schedule import Call, Entry, NodeQueue, Recover, Router, Scheduler
+from luapipe.wire.autopipe.schedule import Call, NodeQueue, Recover, Router, Scheduler
+from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
 from luapipe.wire.drivers import _locate, drive
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
-from luapipe.wire.replies import Command, Redirect, ReplyError, full_error_text
+from luapipe.wire.replies import Command, Redirect
 from luapipe.wire.routing import (
     Refresh,
     Release,
@@ -56,7 +52,6 @@ from luapipe.wire.routing import (
     command_slot_error,
     node_order,
 )
-from luapipe.wire.sync import _stale
 
 __all__ = ["AutoPipeline"]
 
@@ -74,7 +69,7 @@ class _ThreadCall(Call):
         self.kind = _NONE
         self.outcome: Any = None
         #: links handed to this call's thread to drive
-        self.leads: list[_TLink] = []
+        self.leads: list[ThreadLink] = []
 
     def signal(self) -> None:  # under the mutex
         if not self.signalled:
@@ -118,19 +113,6 @@ class _ClusterRouter(Router):
         return node_order(found)
 
 
-class _TLink:
-    """One node's connection; ``owned`` while a thread writes or reads on it."""
-
-    __slots__ = ("conn", "node", "owned", "q", "refused")
-
-    def __init__(self, q: NodeQueue) -> None:
-        self.q = q
-        self.node = q.node
-        self.conn: Any = None
-        self.owned = False
-        self.refused = 0
-
-
 def _address(kwargs: dict[str, Any]) -> str:
     if "path" in kwargs:
         return str(kwargs["path"])
@@ -166,7 +148,7 @@ class AutoPipeline(CoreCommands):
         self.max_delay = max_delay
         self._mutex = threading.Lock()
         self._local = threading.local()
-        self._links: dict[str, _TLink] = {}
+        self._links: dict[str, ThreadLink] = {}
         self._active = 0
         self._waiting: deque[_ThreadCall] = deque()
         self._closed = False
@@ -260,8 +242,8 @@ class AutoPipeline(CoreCommands):
         return self.call(args, slot=slot, finish=finish, recover=recover)
 
     # -- waiting -------------------------------------------------------------------------
-    def _claimed(self) -> list[_TLink]:
-        found: list[_TLink] | None = getattr(self._local, "claimed", None)
+    def _claimed(self) -> list[ThreadLink]:
+        found: list[ThreadLink] | None = getattr(self._local, "claimed", None)
         if found is None:
             found = self._local.claimed = []
         return found
@@ -359,12 +341,12 @@ class AutoPipeline(CoreCommands):
     def _kick(self, q: NodeQueue) -> None:  # under the mutex
         link = self._links.get(q.node)
         if link is None:
-            link = self._links[q.node] = _TLink(q)
+            link = self._links[q.node] = ThreadLink(q, self._make_connection)
         if not link.owned:  # idle: the thread that queued takes it
             link.owned = True
             self._claimed().append(link)
 
-    def _drive(self, link: _TLink, me: _ThreadCall) -> None:
+    def _drive(self, link: ThreadLink, me: _ThreadCall) -> None:
         """Write what ``link`` has queued and hand out the replies; then pass the link to
         the caller of the next queued entry (this thread again only for its own call), so
         no thread works for the others longer than one write, and none waits on a link
@@ -378,8 +360,11 @@ class AutoPipeline(CoreCommands):
                 if not entries:
                     link.owned = False
                     return
-            replies, failed, unwritten, exc = self._io(link, entries)
+            replies, failed, unwritten, exc, sent = link.io(entries)
             with self._mutex:
+                if sent:
+                    self.writes += 1
+                    self.commands += sum(e.nwire for e in entries[:sent])
                 for entry, got in zip(entries, replies, strict=False):  # those answered
                     if entry.nwire == 1 and entry.keep is None:
                         sched.answered_one(entry, got[0])
@@ -387,11 +372,11 @@ class AutoPipeline(CoreCommands):
                         keep = entry.keep
                         sched.answered(entry, got if keep is None else [got[i] for i in keep])
                 if failed:
-                    sched.lost(failed, _maker(link.node, exc, sent=True))
+                    sched.lost(failed, lost_error(link.node, exc, sent=True))
                 if unwritten:
                     if link.refused:  # a new connection failed, or refused it too
                         link.refused = 0
-                        sched.lost(unwritten, _maker(link.node, exc, sent=False))
+                        sched.lost(unwritten, lost_error(link.node, exc, sent=False))
                     else:
                         link.refused += 1
                         sched.unwritten(link.q, unwritten)
@@ -407,29 +392,6 @@ class AutoPipeline(CoreCommands):
                     nxt.signal()
                     return
 
-    def _connect(self, link: _TLink) -> Any:
-        conn = link.conn
-        if conn is not None:
-            sock = getattr(conn, "_sock", None)
-            if sock is not None:
-                try:
-                    stale = _stale(conn, sock)
-                except (rex.RedisError, OSError):
-                    stale = True
-                if not stale:
-                    return conn
-            with contextlib.suppress(Exception):
-                conn.disconnect()
-        link.conn = None
-        conn = self._make_connection(link.node)
-        once = getattr(conn, "connect_check_health", None)  # one attempt: nothing was sent
-        if once is None:
-            conn.connect()
-        else:
-            once(check_health=True, retry_socket_connect=False)
-        link.conn = conn
-        return conn
-
     def _make_connection(self, node: str) -> Any:
         if not self.on_cluster:
             pool = self.client.connection_pool  # type: ignore[union-attr]
@@ -444,55 +406,6 @@ class AutoPipeline(CoreCommands):
             raise ConnectionFailed(f"no node {node} in the cluster's slot map; nothing was sent")
         pool = found.redis_connection.connection_pool
         return pool.connection_class(**pool.connection_kwargs)
-
-    def _io(
-        self, link: _TLink, entries: list[Entry]
-    ) -> tuple[list[list[Any]], list[Entry], list[Entry], BaseException | None]:
-        """One write and its replies, outside the mutex: (replies of the entries answered,
-        entries that may have run and lost their replies, entries provably not sent, the
-        error)."""
-        try:
-            conn = self._connect(link)
-        except (rex.RedisError, OSError, LuapipeError) as exc:
-            link.refused = 1  # a new connection failed: nothing is sent again
-            return [], [], entries, exc
-        sock = getattr(conn, "_sock", None)
-        sent = len(entries)
-        failure: BaseException | None = None
-        if isinstance(sock, socket.socket):
-            sent, failure = _send(sock, entries)
-        else:  # an in-process fake: redis-py's own write
-            try:
-                conn.send_packed_command(
-                    [b"".join([e.packed for e in entries])], check_health=False
-                )
-            except Exception as err:
-                sent, failure = 0, err
-        if sent:
-            self.writes += 1
-        for e in entries[:sent]:
-            e.call.written += 1
-            self.commands += e.nwire
-        if failure is not None:
-            with contextlib.suppress(Exception):
-                conn.disconnect()
-            link.conn = None
-            if sent:  # those may have run: their callers get OutcomeUnknown
-                return [], entries[:sent], entries[sent:], failure
-            return [], [], entries, failure
-        replies: list[list[Any]] = []
-        read = getattr(conn, "_luapipe_read", None)
-        if read is None:
-            read = conn._luapipe_read = _reader(conn)
-        try:
-            for e in entries:
-                replies.append([read() for _ in range(e.nwire)])
-        except Exception as err:
-            with contextlib.suppress(Exception):
-                conn.disconnect()
-            link.conn = None
-            return replies, entries[len(replies) :], [], err
-        return replies, [], [], None
 
     # -- closing -------------------------------------------------------------------------
     def close(self) -> None:
@@ -510,78 +423,3 @@ class AutoPipeline(CoreCommands):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _send(sock: socket.socket, entries: list[Entry]) -> tuple[int, BaseException | None]:
-    """Write the entries' bytes; (how many entries left whole, the error if any). An entry
-    cut short never runs: the server waits for the rest of it, which never comes."""
-    data = b"".join([e.packed for e in entries])
-    view = memoryview(data)
-    total = len(data)
-    done = 0
-    try:
-        while done < total:
-            done += sock.send(view[done:])
-    except (TimeoutError, OSError) as exc:
-        whole = 0
-        end = 0
-        for e in entries:
-            end += len(e.packed)
-            if end > done:
-                break
-            whole += 1
-        return whole, exc
-    return len(entries), None
-
-
-def _reader(conn: Any) -> Callable[[], Any]:
-    """One reply per call, error replies as :class:`ReplyError` values."""
-    parser: Any = getattr(conn, "_parser", None)
-    hreader = getattr(parser, "_reader", None)
-    real = isinstance(getattr(conn, "_sock", None), socket.socket)  # not an in-process fake
-    if real and hreader is not None and hasattr(hreader, "gets"):
-        from redis._parsers import hiredis as parsers
-
-        more = getattr(parsers, "NOT_ENOUGH_DATA", False)
-        gets = hreader.gets
-        fill = parser.read_from_socket
-        push = getattr(__import__("hiredis"), "PushNotification", None)
-
-        def read_hiredis() -> Any:
-            while True:
-                reply = gets()
-                while reply is more:
-                    fill()
-                    reply = gets()
-                if push is not None and reply.__class__ is push:
-                    continue
-                if isinstance(reply, Exception):
-                    if isinstance(reply, rex.InvalidResponse):
-                        raise reply
-                    return ReplyError(full_error_text(reply))
-                return reply
-
-        return read_hiredis
-
-    def read_generic() -> Any:
-        try:
-            return conn.read_response(disconnect_on_error=False)
-        except (rex.ResponseError, rex.BusyLoadingError) as exc:
-            return ReplyError(full_error_text(exc))
-
-    return read_generic
-
-
-def _maker(node: str, exc: BaseException | None, *, sent: bool) -> Callable[[], LuapipeError]:
-    def make() -> LuapipeError:
-        err = translate(exc, where=node, sent=sent) if exc is not None else None
-        if sent:
-            return OutcomeUnknown(
-                f"connection to {node} failed after the request was sent ({err}); "
-                "outcome unknown, it was not re-sent"
-            )
-        if isinstance(err, ConnectionFailed):
-            return err
-        return ConnectionFailed(f"cannot reach {node} ({err}); nothing was sent")
-
-    return make
