@@ -10,10 +10,13 @@ A scheduler (:mod:`~luapipe.wire.autopipe.schedule`) runs many callers' steps si
 as :func:`~luapipe.wire.routing.gather` runs a pipeline's per-node plans: every ``Send``
 joins its node's queue, and each node's one connection writes the whole queue as one write
 whenever it is idle (one write in flight per node; no timer), then resumes each caller with
-its own reply or error. The asyncio flavour (:mod:`~luapipe.wire.autopipe.aio`) waits on
-futures; the thread flavour (:mod:`~luapipe.wire.autopipe.threads`, for a sync
-``redis.Redis``/``RedisCluster``) on locks, with the caller whose call finds its node idle
-doing that node's I/O. Only the waiting differs.
+its own reply or error. The asyncio flavour (:mod:`~luapipe.wire.autopipe.aio`, its links in
+:mod:`~luapipe.wire.autopipe.aiolink`) waits on futures; the thread flavour
+(:mod:`~luapipe.wire.autopipe.threads` and :mod:`~luapipe.wire.autopipe.threadlink`, for a
+sync ``redis.Redis``/``RedisCluster``) on locks, with the caller whose call finds its node
+idle doing that node's I/O. Only the waiting differs. Which commands share a connection is
+:mod:`~luapipe.wire.autopipe.commands`; how calls become bytes,
+:mod:`~luapipe.wire.autopipe.packing`.
 
 Every guarantee of ``reg.call`` holds per caller:
 
