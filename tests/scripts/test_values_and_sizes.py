@@ -4,6 +4,7 @@ the server's proto-max-bulk-len before the write. Both flavours (the ``driver`` 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator
 
 import pytest
@@ -74,6 +75,55 @@ def test_a_pipeline_refuses_a_bad_value_when_it_is_queued(
     pipe.incr("after")
     assert driver.run(pipe.execute()) == [True, 1]
     assert r.get("before") == b"1" and r.exists("bad", "k") == 0
+
+
+class Status(enum.IntEnum):
+    OK = 1
+
+
+def test_an_int_subclass_is_refused_when_queued_or_called(
+    driver: Driver, redis_server: ServerProcess, r: redis.Redis
+) -> None:
+    """An IntEnum is an int, but redis-py cannot send it: with hiredis the sync packer
+    refuses it without naming anything ("A tuple item must be str, int, float or bytes."),
+    at execute() for a pipeline, dropping what was queued; the asyncio encoder sends its
+    repr, '<Status.OK: 1>'. Refused by name when called or queued, in both flavours."""
+    client = driver.redis(redis_server.port)
+    reg = ScriptRegistry([STORE])
+    with pytest.raises(CallArgumentError, match=r"script 'store': args\[0\] \(value\) is <Sta"):
+        driver.run(reg.call(client, "store", keys=["k"], args=[Status.OK]))
+    pipe = reg.pipeline(client)
+    pipe.set("before", 1)
+    with pytest.raises(CallArgumentError, match=r"pipeline command SET: args\[1\] is <Status"):
+        pipe.set("bad", Status.OK)
+    pipe.incr("after")
+    assert driver.run(pipe.execute()) == [True, 1]
+    assert r.exists("k", "bad") == 0 and r.get("before") == b"1"
+    assert driver.run(reg.call(client, "store", keys=["k"], args=[int(Status.OK)])) == 1
+
+
+def test_a_big_value_of_a_str_or_bytes_subclass_is_refused_too(
+    driver: Driver, redis_server: ServerProcess, small_bulk: redis.Redis
+) -> None:
+    """The cheap look for big values compared classes exactly: a str subclass of 1 MB
+    went out unchecked and the server reset the connection."""
+
+    class Text(str):
+        pass
+
+    class Blob(bytes):
+        pass
+
+    client = driver.redis(redis_server.port)
+    reg = ScriptRegistry([STORE])
+    for big in (Text("x" * (MB + 1)), Blob(b"x" * (MB + 1))):
+        with pytest.raises(CallArgumentError, match=r"args\[0\] \(value\) is 1,048,577 bytes"):
+            driver.run(reg.call(client, "store", keys=["k"], args=[big]))
+        pipe = reg.pipeline(client)
+        pipe.set("queued", 1).set("plain", big)
+        with pytest.raises(CallArgumentError, match=r"pipeline command SET: args\[1\] is 1,"):
+            driver.run(pipe.execute())
+    assert small_bulk.exists("k", "queued", "plain") == 0
 
 
 def test_an_argument_over_proto_max_bulk_len_is_refused_before_sending(
