@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from luapipe import load_operation
 from luapipe.bench.server import ServerProcess
 from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown
 from luapipe.scripts.registry import ScriptRegistry
@@ -17,6 +18,7 @@ from luapipe.scripts.script import LuaScript
 from luapipe.wire.limits import DEFAULT_LIMIT, limit_steps
 from luapipe.wire.replies import ReplyError
 
+from ..conftest import EXAMPLES_DIR
 from ..drivers import Driver, drained, stopped, warmed
 
 STORE = LuaScript.from_source(
@@ -25,6 +27,8 @@ STORE = LuaScript.from_source(
     "redis.call('SET', KEYS[1], ARGV[1])\nreturn string.len(ARGV[1])\n",
 )
 MB = 1024 * 1024
+TOKEN = load_operation(EXAMPLES_DIR / "operations" / "update_token.toml")
+TOKEN_ARGS = {"token": "t", "user": "alice", "item": "", "now": 1}
 
 
 @pytest.fixture
@@ -158,6 +162,31 @@ def test_an_argument_over_proto_max_bulk_len_is_refused_before_sending(
     assert driver.run(reg.call(client, "store", keys=["exact"], args=[exact])) == MB
     with pytest.raises(CallArgumentError, match=r"is 1,048,578 bytes"):
         driver.run(reg.call(client, "store", keys=["exact"], args=[exact + "é"]))
+
+
+def test_every_form_of_an_operation_refuses_an_argument_over_the_limit(
+    driver: Driver, redis_server: ServerProcess, small_bulk: redis.Redis
+) -> None:
+    """op.run's naive, pipelined and transaction forms sent the value and read the reset
+    as "outcome unknown" (naive, pipelined) or "failed while sending" (transaction): the
+    issue's own complaint about pipelines. Every form refuses it first, naming the
+    operation's argument, and nothing is written."""
+    client = driver.redis(redis_server.port)
+    keys = {"login": "l", "recent": "r", "viewed": "v", "item_views": "iv"}
+    big = "u" * (MB + 1)
+    for form in TOKEN.forms:
+        with pytest.raises(CallArgumentError) as info:
+            driver.run(TOKEN.run(client, form, keys=keys, args={**TOKEN_ARGS, "user": big}))
+        said = str(info.value)
+        named = "args[1] is" if form == "function" else "args[1] (user) is"  # no header there
+        assert f"{named} 1,048,577 bytes, more than the proto-max-bulk-len" in said
+        assert "nothing was sent" in said and ("update_token" in said), said
+        assert small_bulk.dbsize() == 0, form
+    for form in TOKEN.forms:  # exactly the limit goes through
+        args = {**TOKEN_ARGS, "user": "u" * MB}
+        assert not driver.run(TOKEN.run(client, form, keys=keys, args=args))
+        assert len(small_bulk.hget("l", "t") or b"") == MB, form
+        small_bulk.delete("l")
 
 
 def test_where_config_is_not_allowed_the_default_limit_applies(
