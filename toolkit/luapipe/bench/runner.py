@@ -50,6 +50,7 @@ from luapipe.bench.topology import (
 )
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, printable_url, translate
+from luapipe.wire.connect import client_from_url
 
 __all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
 
@@ -283,6 +284,10 @@ def run_bench(
         raise LuapipeError(
             f"bench needs a TCP Redis URL (redis://host:port), not {printable_url(url)}"
         )
+    # connected to once, as every command does first: an invalid URL (urllib would quote a
+    # piece of a password holding a raw "/"), a refused connection (nothing ran) or a wrong
+    # password reads as it does everywhere, before anything starts
+    client_from_url(url, cluster=False).close()
     try:
         return _run_bench(url, workloads, config, progress)
     except redis.RedisError as exc:
