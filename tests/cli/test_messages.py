@@ -218,8 +218,8 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
         ),
         (
             ["demo", "--url", "unix:///tmp/redis.sock"],
-            "error: invalid --url unix:///tmp/redis.sock: a Redis URL starts with redis:// or "
-            "rediss://",
+            "error: invalid --url unix:///tmp/redis.sock: a Redis URL starts with redis:// "
+            "(e.g. redis://127.0.0.1:6379/0)",
         ),
         (
             ["verify", "reserve_stock", "--url", "redis://h:1/0?sockettimeout=1"],

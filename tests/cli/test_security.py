@@ -158,6 +158,34 @@ def test_least_privilege_acl_user_can_deploy_and_call(
         assert pipe.call("counted", keys=["acl"]).execute() == [2]
 
 
+def test_bench_and_demo_refuse_tls_in_one_line_before_starting(
+    tls_server: TlsServer, tmp_path: Path
+) -> None:
+    """The benchmark never worked over TLS: its counting connection took no ssl_* option (a
+    traceback after the warm-ups), and its PING probes and delay calibration speak plain TCP
+    (a reset retried for minutes, then "Connection reset by peer"). Refused up front, in
+    the words of a usage error, until it does; the library's run_bench too."""
+    import luapipe
+    from luapipe.bench.workloads import PingWorkload
+
+    url = _tls_url(tls_server, "deployer", "deploy-pw")
+    for args in (
+        ["bench", "--duration", "0.05", "--warmup", "0", "--rounds", "1", "--no-bystander"],
+        ["demo", "--duration", "0.01", "--out", str(tmp_path / "demo")],
+    ):
+        res = CliRunner().invoke(main, [*args, "--url", url])
+        assert res.exit_code == 2, res.output
+        assert res.output == (
+            f"error: invalid --url rediss://deployer:***@127.0.0.1:{tls_server.tls_port}/0"
+            f"?ssl_ca_certs={tls_server.ca}: the benchmark measures plain TCP (its PING probes "
+            "and delay proxy do not speak TLS): give it a redis:// URL of a port without TLS\n"
+        )
+    assert not (tmp_path / "demo").exists()
+    config = luapipe.BenchConfig(duration_s=0.05, warmup_s=0, rounds=1, bystander=False)
+    with pytest.raises(luapipe.LuapipeError, match="the benchmark measures plain TCP"):
+        luapipe.run_bench(url, [PingWorkload()], config)
+
+
 def test_user_without_script_load_gets_a_clear_error(tls_server: TlsServer, tmp_path: Path) -> None:
     (tmp_path / "counted.lua").write_text(COUNTER.source)
     url = _tls_url(tls_server, "reader", "read-pw")

@@ -72,6 +72,14 @@ class BenchConfig:
     tasks: int = 1  # asyncio tasks per client process; > 1 adds the auto-pipelined forms
 
 
+#: why a ``rediss://`` URL is refused (its client connections could speak TLS; the PING
+#: probes, the calibration and the counting connection do not)
+NO_TLS = (
+    "the benchmark measures plain TCP (its PING probes and delay proxy do not speak TLS): "
+    "give it a redis:// URL of a port without TLS"
+)
+
+
 @dataclass(frozen=True)
 class Progress:
     done: int
@@ -280,7 +288,9 @@ def run_bench(
     Errors of single operations are counted in the records; losing the server itself (it
     stopped answering the harness) raises a :class:`~luapipe.errors.LuapipeError`.
     """
-    if not url.startswith(("redis://", "rediss://")):
+    if url.startswith("rediss://"):
+        raise LuapipeError(f"cannot benchmark {printable_url(url)}: {NO_TLS}")
+    if not url.startswith("redis://"):
         raise LuapipeError(
             f"bench needs a TCP Redis URL (redis://host:port), not {printable_url(url)}"
         )
