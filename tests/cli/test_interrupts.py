@@ -141,3 +141,35 @@ def test_a_private_server_that_dies_on_its_own_is_reported_as_such(tmp_path: Pat
         "(killed by signal 9, SIGKILL) during the run, which stopped there"
     ), lines
     assert not any("Traceback" in ln for ln in lines), lines
+
+
+def test_an_interrupt_while_the_delay_proxy_starts_stops_it() -> None:
+    """Ctrl-C while the proxy process was still starting (it imports luapipe, ~0.5 s) left
+    it running: start() raised before the caller held the proxy, and the one line said
+    "could not stop the delay proxy (pid N)". start() stops it itself, as the private
+    server's start does."""
+    from luapipe.bench import running
+    from luapipe.bench.rttproxy import RttProxy
+
+    seen: list[str] = []
+
+    def interrupt_once_started() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            seen[:] = [w for w in running.now() if "delay proxy" in w]
+            if seen:
+                os.kill(os.getpid(), signal.SIGINT)  # the main thread waits for its banner
+                return
+            time.sleep(0.001)
+
+    proxy = RttProxy("127.0.0.1", 1)
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            proxy.start()
+            time.sleep(30)  # not reached when the interrupt lands inside start()
+        assert seen, "the proxy never started"
+        pid = int(RUNNING.findall(seen[0])[0])
+        assert _gone(pid) and not [w for w in running.now() if "delay proxy" in w], seen
+    finally:
+        proxy.stop()  # (what the planted bug leaves running)

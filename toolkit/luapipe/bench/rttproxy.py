@@ -253,7 +253,11 @@ class RttProxy:
         )
         self._token = running.started(f"the delay proxy (pid {self._proc.pid})")
         assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
+        try:
+            line = self._proc.stdout.readline().split()
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: the caller does not
+            self.stop()  # hold the proxy yet, so nothing else would stop it
+            raise
         if len(line) != 3 or line[0] != "listening":
             self.stop()
             raise RuntimeError("rtt proxy did not start")
