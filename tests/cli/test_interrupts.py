@@ -5,6 +5,7 @@ its own is reported as such, with how it stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -173,3 +174,53 @@ def test_an_interrupt_while_the_delay_proxy_starts_stops_it() -> None:
         assert _gone(pid) and not [w for w in running.now() if "delay proxy" in w], seen
     finally:
         proxy.stop()  # (what the planted bug leaves running)
+
+
+#: ``luapipe ARGS`` with a Ctrl-C that lands in the first fork's after-fork hooks (Python
+#: runs logging's lock release there, where an exception is "ignored"), where a terminal's
+#: Ctrl-C lands now and then
+FORK_CTRL_C = """
+import os, signal, sys
+fired = []
+def ctrl_c():
+    if not fired:
+        fired.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+os.register_at_fork(after_in_parent=ctrl_c)
+from luapipe.cli import main
+main(sys.argv[1:], prog_name="luapipe")
+"""
+
+
+@pytest.mark.parametrize(
+    ("forked", "args"),
+    [
+        ("2 benchmark workers", ["--clients", "2", "--no-bystander"]),
+        ("the bystander probe", ["--clients", "1"]),
+    ],
+)
+def test_a_ctrl_c_while_forking_is_not_lost(forked: str, args: list[str], tmp_path: Path) -> None:
+    """The KeyboardInterrupt raised inside a fork hook was printed as "Exception ignored
+    in: <function _releaseLock>" and lost; the handler had already set both signals to be
+    ignored, so the benchmark ran to its end and exited 0, deaf to Ctrl-C and SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    cmd = [sys.executable, "-c", FORK_CTRL_C, "bench", "--duration", "60", "--warmup", "0",
+           "--rounds", "1", *args]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=40)
+    except subprocess.TimeoutExpired:  # deaf: stop it and its forks (its process group),
+        os.killpg(proc.pid, signal.SIGKILL)  # then its server, by the pid it printed
+        _, err = proc.communicate()
+        for pid in RUNNING.findall(err):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+    lines = err.splitlines()
+    assert proc.returncode == 130, lines
+    assert not any("Traceback" in ln or "ignored" in ln for ln in lines), lines
+    assert lines[-1].startswith("error: interrupted by Ctrl-C (SIGINT); stopped the private")
+    assert forked in lines[-1], lines
+    for pid in RUNNING.findall(lines[-1]):
+        assert _gone(int(pid)), (pid, lines[-1])

@@ -201,9 +201,10 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
         for plan in plans:
             recv, send = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker_main, args=(workload, plan, send), daemon=True)
-            p.start()
-            send.close()
-            procs.append((p, recv))
+            with running.forking():  # an interrupt meanwhile: raised once p is in procs
+                p.start()
+                send.close()
+                procs.append((p, recv))
         results: list[WorkerResult | str] = []
         for p, recv in procs:
             try:
@@ -280,9 +281,15 @@ class Bystander:
         ctx = mp.get_context("fork")
         self._ctl, child = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(target=_bystander_main, args=(url, interval_s, child), daemon=True)
-        self._proc.start()
-        self._token: int | None = running.started(f"the bystander probe (pid {self._proc.pid})")
-        child.close()
+        self._token: int | None = None
+        try:
+            with running.forking():  # an interrupt meanwhile: raised once it is recorded
+                self._proc.start()
+                self._token = running.started(f"the bystander probe (pid {self._proc.pid})")
+                child.close()
+        except BaseException:  # the caller does not hold the probe yet: stop it here
+            self.kill()
+            raise
 
     def begin(self) -> None:
         self._ctl.send("go")

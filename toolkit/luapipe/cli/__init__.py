@@ -76,6 +76,8 @@ def _on_signal(signum: int, frame: Any) -> None:
     for sig in _NAMES:
         signal.signal(sig, signal.SIG_IGN)
     _INTERRUPT.update(signum=signum, running=running.now())
+    if running.defer_interrupt(lambda: _INTERRUPT.update(running=running.now())):
+        return  # inside a fork: raised when it is done (what runs then is what it stops)
     raise KeyboardInterrupt
 
 
