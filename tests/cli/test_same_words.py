@@ -10,10 +10,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 import redis
+from click.testing import CliRunner
 
 from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
+from luapipe.cli import main
 
 from .urlcommands import invoke, prepare, url_commands
 
@@ -171,3 +174,53 @@ def test_a_hang_up_reads_the_same_whenever_it_is_noticed(sent: bool) -> None:
     }
     assert len(said) == 1, said
     assert "the server closed the connection" in said.pop()
+
+
+def _every_command() -> list[tuple[str, click.Command]]:
+    found = []
+
+    def walk(cmd: click.Command, path: tuple[str, ...]) -> None:
+        found.append((" ".join(path), cmd))
+        if isinstance(cmd, click.Group):
+            for name, sub in sorted(cmd.commands.items()):
+                walk(sub, (*path, name))
+
+    walk(main, ())
+    return found
+
+
+@pytest.mark.parametrize(("path", "cmd"), _every_command(), ids=lambda p: str(p) or "luapipe")
+def test_a_usage_error_is_one_line_in_every_command(path: str, cmd: click.Command) -> None:
+    """README: "Errors are one line on stderr ... (2 for usage errors)". click's own usage
+    error was three (Usage:, Try '... --help', Error: ...), for an unknown option, a bad
+    value, a missing argument or file: one line now, naming where the help is."""
+    res = CliRunner().invoke(main, [*path.split(), "--no-such-option"], prog_name="luapipe")
+    assert res.exit_code == 2, res.output
+    help_of = f"luapipe {path}".strip()
+    assert res.output == f"error: No such option '--no-such-option'. (see {help_of} --help)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["nosuch"], "error: No such command 'nosuch'. (see luapipe --help)"),
+        (["scripts", "call"], "error: Missing argument 'NAME'. (see luapipe scripts call --help)"),
+        (
+            ["bench", "--rtt", "x"],
+            "error: Invalid value for '--rtt': 'x' is not a number of milliseconds (see "
+            "luapipe bench --help)",
+        ),
+        (
+            ["scripts", "call", "one", "--arg-file", "/nonexistent/file"],
+            "error: Invalid value for '--arg-file': '/nonexistent/file': No such file or "
+            "directory (see luapipe scripts call --help)",
+        ),
+        (
+            ["deploy", "--check", "--prune", "--dir", "."],
+            "error: --check, --prune and --rollback go one at a time (see luapipe deploy --help)",
+        ),
+    ],
+)
+def test_other_usage_errors_are_one_line_too(args: list[str], said: str) -> None:
+    res = CliRunner().invoke(main, args, prog_name="luapipe")
+    assert (res.exit_code, res.output) == (2, said + "\n")

@@ -21,18 +21,48 @@ import redis.exceptions
 
 from luapipe.bench import running
 from luapipe.cli import bench, operations, scripts
-from luapipe.cli._common import CLUSTER_KEY, URL_KEY, fail
-from luapipe.errors import LuapipeError, printable_url, translate
+from luapipe.cli._common import CLUSTER_KEY, URL_KEY, BadUrl, fail
+from luapipe.errors import LuapipeError, mask_url, printable_url, translate
 
-__all__ = ["LuapipeGroup", "main"]
+__all__ = ["LuapipeGroup", "OneLineUsage", "main"]
+
+
+class OneLineUsage(click.UsageError):
+    """A usage error as one line, like every other error (exit code 2): click's own is
+    three (``Usage: ...``, ``Try '... --help' for help.``, ``Error: ...``)."""
+
+    def show(self, file: Any = None) -> None:
+        where = f" (see {self.ctx.command_path} --help)" if self.ctx is not None else ""
+        click.echo(f"error: {mask_url(self.format_message())}{where}", err=True)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    if isinstance(exc, OneLineUsage | BadUrl | click.exceptions.NoArgsIsHelpError):
+        return exc  # one line already, or the help a bare group prints
+    return OneLineUsage(exc.format_message(), ctx=exc.ctx)
 
 
 class LuapipeGroup(click.Group):
-    """The main group: every command's errors become one masked line and exit code 1."""
+    """The main group: every command's errors become one masked line and exit code 1
+    (usage errors: 2)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the main group's own options
+            raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a command's options and arguments
+            raise _one_line(exc) from None
         except KeyboardInterrupt:
             _interrupted()
         except LuapipeError as exc:
