@@ -113,6 +113,25 @@ def test_a_certificate_that_fails_verification_says_so(
     assert "ssl_ca_certs=" in res.output and "TLS enabled" not in res.output
 
 
+def test_a_client_key_or_certificate_that_cannot_be_read_says_so(
+    tls_server: TlsServer, tmp_path: Path
+) -> None:
+    """A missing ssl_keyfile, or an encrypted one with the wrong ssl_password, failed before
+    any byte reached the server, and the hint asked "is TLS enabled on that port?"."""
+    _openssl("pkcs8", "-topk8", "-in", str(tls_server.ca.with_name("server.key")),
+             "-passout", "pass:Right/Key#Pass", "-out", "encrypted.key", cwd=tmp_path)  # fmt: skip
+    crt = tls_server.ca.with_name("server.crt")
+    for query in (
+        f"&ssl_certfile={crt}&ssl_keyfile={tmp_path / 'none.key'}",
+        f"&ssl_certfile={crt}&ssl_keyfile={tmp_path / 'encrypted.key'}&ssl_password=Wrong%2FKey",
+    ):
+        url = _tls_url(tls_server) + query
+        res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", url])
+        assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1, res.output
+        assert "TLS enabled" not in res.output and "Wrong" not in res.output, res.output
+        assert "could not read a certificate or key file the URL names" in res.output
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

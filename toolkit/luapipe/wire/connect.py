@@ -192,6 +192,11 @@ def _tls_hint(low: str, tls: bool) -> str:
             "the server closed the TLS connection: does it ask for a client certificate? "
             "add ?ssl_certfile=/path/to/client.crt&ssl_keyfile=/path/to/client.key to the URL"
         )
+    if tls and ("pem lib" in low or "no such file" in low or "bad decrypt" in low):
+        return (  # before any byte was sent: a file of the URL's ssl_* options
+            "could not read a certificate or key file the URL names: check ssl_certfile, "
+            "ssl_keyfile and ssl_ca_certs, and ssl_password for an encrypted key"
+        )
     if tls:
         return "rediss:// speaks TLS: is TLS enabled on that port?"
     if "closed by server" in low or "reset by peer" in low:
