@@ -224,3 +224,25 @@ def test_a_usage_error_is_one_line_in_every_command(path: str, cmd: click.Comman
 def test_other_usage_errors_are_one_line_too(args: list[str], said: str) -> None:
     res = CliRunner().invoke(main, args, prog_name="luapipe")
     assert (res.exit_code, res.output) == (2, said + "\n")
+
+
+def test_verify_says_an_acl_refusal_instead_of_a_mismatch(
+    tmp_path: Path, guarded: ServerProcess
+) -> None:
+    """A user who may run all but FUNCTION: verify reported "MISMATCH ... naive and
+    function disagree ... function: error 'PermissionDenied'" (exit 1), as if the forms
+    disagreed, naming neither the address nor the command. A refusal is not an outcome of
+    the operation: it is the one line every command prints for it."""
+    admin = redis.Redis(port=guarded.port, password="the-server-password")
+    admin.acl_setuser(
+        "nofunction", enabled=True, passwords=["+nofunction-pw"], keys=["~*"],
+        commands=["+@all", "-function"],
+    )  # fmt: skip
+    admin.close()
+    url = f"redis://nofunction:nofunction-pw@127.0.0.1:{guarded.port}/0"
+    code, line = _lines("verify", tmp_path, url)
+    assert code == 1
+    assert line.startswith(
+        f"error: permission denied at 127.0.0.1:{guarded.port}: the ACL user may not run "
+        "FUNCTION LOAD (NOPERM"
+    ), line
