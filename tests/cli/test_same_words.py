@@ -246,3 +246,34 @@ def test_verify_says_an_acl_refusal_instead_of_a_mismatch(
         f"error: permission denied at 127.0.0.1:{guarded.port}: the ACL user may not run "
         "FUNCTION LOAD (NOPERM"
     ), line
+
+
+def test_a_node_that_stops_answering_verify_s_library_snapshot_is_named(
+    redis_server: ServerProcess,
+) -> None:
+    """verify and bench read the function library on every primary first, with raw
+    redis-py commands: a node that stopped answering surfaced as redis-py's bare
+    TimeoutError, which the CLI reported at the URL it was given (a cluster's seed, not the
+    node) as "timed out after the request was sent; outcome unknown". Now luapipe's error,
+    naming the node, as every command names one it cannot reach."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    import luapipe
+    from luapipe.operations.libraries import snapshot_library
+
+    from ..conftest import EXAMPLES_DIR
+    from ..drivers import stopped
+
+    op = luapipe.load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    client = redis.Redis(
+        host="127.0.0.1", port=redis_server.port, socket_timeout=0.25, retry=Retry(NoBackoff(), 0)
+    )
+    client.ping()
+    with stopped(redis_server.pid, at_most=10), pytest.raises(luapipe.ConnectionFailed) as info:
+        snapshot_library(op, client)
+    assert str(info.value) == (
+        f"cannot connect to Redis at 127.0.0.1:{redis_server.port}: Timeout reading from socket"
+    )
+    assert isinstance(info.value, redis.TimeoutError)
+    client.close()
