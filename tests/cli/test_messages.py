@@ -207,6 +207,12 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
             ["deploy", "--url", "redis://:Hunter2Hunter2#frag@127.0.0.1:7702/0"],
             "error: invalid --url redis://:***@127.0.0.1:7702/0: the password holds '#'",
         ),
+        (  # a raw "&" in a ?password=: the rest read as an option redis-py does not know
+            ["scripts", "status", "--url", "redis://127.0.0.1:7702/0?password=x&Hunter2Hunter2=y"],
+            "error: invalid --url redis://127.0.0.1:7702/0?password=***: redis-py does not know "
+            "an option in the URL's query; a password holding & = # or a space goes "
+            "percent-encoded in it (urllib.parse.quote(password, safe=''))",
+        ),
         (
             ["bench", "--url", "redis://bob:S3cretPassw0rd/xyz@127.0.0.1:7702/0"],
             "error: invalid --url redis://bob:***@127.0.0.1:7702/0: the password holds '/'",
