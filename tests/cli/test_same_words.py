@@ -15,6 +15,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
+from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
 from luapipe.cli import main
 
@@ -277,3 +278,29 @@ def test_a_node_that_stops_answering_verify_s_library_snapshot_is_named(
     )
     assert isinstance(info.value, redis.TimeoutError)
     client.close()
+
+
+def test_an_acl_refusal_on_a_cluster_reads_the_same_in_every_command(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    """A user who may not run COMMAND (which redis-py's cluster client sends first): every
+    command said "permission denied at redis://pinger:***@HOST:PORT/0" but bench, which
+    checked the node alone and then met the refusal building its cluster client, said
+    "permission denied at HOST:PORT"."""
+    nodes = [redis.Redis(port=p) for p in cluster.ports]
+    for node in nodes:
+        node.acl_setuser(
+            "pinger", enabled=True, passwords=["+pinger-pw"], keys=["~*"],
+            commands=["-@all", "+ping", "+info", "+hello", "+auth", "+client", "+cluster"],
+        )  # fmt: skip
+    try:
+        url = f"redis://pinger:pinger-pw@127.0.0.1:{cluster.ports[0]}/0"
+        seen = {path: _lines(path, tmp_path, url) for path in COMMANDS}
+    finally:
+        for node in nodes:
+            node.acl_deluser("pinger")
+            node.close()
+    assert len(set(seen.values())) == 1, seen
+    code, line = seen[COMMANDS[0]]
+    assert code == 1 and "permission denied at redis://pinger:***@127.0.0.1:" in line, line
+    assert "may not run COMMAND" in line and "pinger-pw" not in line

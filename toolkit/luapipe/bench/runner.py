@@ -297,7 +297,7 @@ def run_bench(
     # connected to once, as every command does first: an invalid URL (urllib would quote a
     # piece of a password holding a raw "/"), a refused connection (nothing ran) or a wrong
     # password reads as it does everywhere, before anything starts
-    client_from_url(url, cluster=False).close()
+    client_from_url(url).close()  # a cluster's client too (its first commands refused)
     try:
         return _run_bench(url, workloads, config, progress)
     except redis.RedisError as exc:
