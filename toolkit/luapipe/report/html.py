@@ -31,7 +31,13 @@ def _env() -> Environment:
     env.filters["num"] = _num
     env.filters["span"] = _span
     env.filters["share"] = share_text
+    env.filters["pm"] = _pm
     return env
+
+
+def _pm(text: Any) -> str:
+    """The verdict's ASCII "+-" as the page writes it: ±."""
+    return str(text).replace("+-", "±")
 
 
 def _num(v: Any, digits: int = 3) -> str:
