@@ -253,6 +253,7 @@ def build_record(
     declared = getattr(w, "write_share_declared", None)
     lat_rounds = {k: _span([r[k] for r in t.rounds]) for k in ("p50", "p99", "mean")}
     server_cpu = _div(t.server_cpu_us, ops) if t.server_cpu_us else None
+    turns = interval_of([r.get("p50_turns") for r in t.rounds])
     cpu_rounds = [
         None
         if r["client_cpu_us"] is None or r["server_cpu_us"] is None
@@ -310,6 +311,8 @@ def build_record(
         client_wait_usec_per_op=wait_us,
         read_compute_write=bool(w.describe().get("read_compute_write", False)),
         contention=str(getattr(w, "contention", "spread")),
+        p50_turns_ms=None if turns is None else turns.value,
+        p50_turns_ms_interval=_span([r.get("p50_turns") for r in t.rounds]),
     )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "client_for",
     "run_client",
     "run_clients",
+    "run_turns",
     "runqueue_wait_s",
     "wait_until",
 ]
@@ -134,6 +135,30 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
         wrote=None if wrote is None or wrote0 is None else int(wrote) - int(wrote0),
         wait_s=max(0.0, waited),
     )
+
+
+def run_turns(
+    workload: Workload, client: redis.Redis, forms: tuple[str, ...], seed: int, seconds: float
+) -> dict[str, LatencyHistogram]:
+    """One client, the ``forms`` taking turns call by call (A, B, C, A, B, C...) for
+    ``seconds``: each form's latencies. A stall of the host then falls on every form alike,
+    so their medians compare at the finest pairing there is. Failed calls are not timed (the
+    forms' own slices count them)."""
+    fns = {f: workload.op_fn(client, f, 0, seed) for f in forms}
+    hists = {f: LatencyHistogram() for f in forms}
+    clock = time.perf_counter
+    end = clock() + seconds
+    i = 0
+    while clock() < end:
+        for f in forms:
+            start = clock()
+            try:
+                fns[f](i)
+            except (redis.RedisError, LuapipeError, OSError):
+                continue
+            hists[f].record_seconds(clock() - start)
+        i += 1
+    return hists
 
 
 def runqueue_wait_s() -> float:

@@ -74,6 +74,10 @@ class Record:
     cpu_usec_per_op: float | None = None
     cpu_usec_per_op_interval: tuple[float, float] | None = None
     contention: str = "spread"  # hot | spread | zipf:S: which keys the calls touched
+    #: one client: the median of the rounds' p50 while the forms took turns call by call
+    #: (what decides there), and its interval across rounds
+    p50_turns_ms: float | None = None
+    p50_turns_ms_interval: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

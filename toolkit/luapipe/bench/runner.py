@@ -39,6 +39,7 @@ from luapipe.bench.loop import (
     bystander_keys,
     run_client,
     run_clients,
+    run_turns,
 )
 from luapipe.bench.manifest import build_manifest, refuse_fake
 from luapipe.bench.patience import Events, patiently
@@ -72,6 +73,10 @@ class BenchConfig:
     bystander_interval_s: float = 0.002
     seed: int = 1
     patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
+    #: one client at RTT 0: each round also lets the forms take turns call by call for this
+    #: many times a form's slice (their p50s there decide; 0: no turns). Over a simulated
+    #: RTT the proxy's delay dominates a call and a form's own slice gives more calls
+    turns: float = 2.0
 
 
 #: more workloads measured in the same run with their own settings (the demo's contention
@@ -253,7 +258,8 @@ class _Run:
                 self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
                 self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
             for k in range(cfg.rounds):  # ABAB..., each round starting one form later
-                for form in forms[k % len(forms) :] + forms[: k % len(forms)]:
+                order = forms[k % len(forms) :] + forms[: k % len(forms)]
+                for form in order:
                     res, cost = self.slice(
                         w,
                         form,
@@ -267,6 +273,12 @@ class _Run:
                     )
                     totals[form].add(res, cost, w.batch)
                     self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
+                if client is not None and cfg.turns > 0 and len(forms) > 1 and rtt == 0:
+                    seconds = cfg.turns * cfg.duration_s / cfg.rounds
+                    self.retry(lambda: w.reset(self.admin), "reset")
+                    turns = run_turns(w, client, order, cfg.seed + 7919 * (k + 1), seconds)
+                    for form, hist in turns.items():
+                        totals[form].rounds[-1]["p50_turns"] = hist.summary().p50
         finally:
             if by is not None:
                 by.close()

@@ -131,6 +131,7 @@ COMPACT = (
     Column("form", lambda r: str(r["form"]), 9, left=True),
     Column("ops/s", lambda r: f"{float(r['ops_per_sec']):,.0f}", 9),
     Column("p50", _lat("p50"), 9),
+    Column("turns", lambda r: _f(r.get("p50_turns_ms")), 9),
     Column("p99", _lat("p99"), 7),
     Column("p50 raw", _lat("p50", raw=True), 4),
     Column("p99 raw", _lat("p99", raw=True), 3),
@@ -147,6 +148,10 @@ COMPACT = (
 SPREADS: dict[str, tuple[str, Callable[[Row], str]]] = {
     "ops_per_sec": ("ops/s", _spread),
     "p50_ms": ("p50", _p50_spread),
+    "p50_turns_ms": (
+        "turns",
+        lambda r: _half(r.get("p50_turns_ms"), r.get("p50_turns_ms_interval")),
+    ),
     "cpu_us_per_op": (
         "cpu/op",
         lambda r: _half(r.get("cpu_usec_per_op"), r.get("cpu_usec_per_op_interval")),
@@ -160,7 +165,9 @@ def _columns(figure: str, open_loop: bool) -> list[Column]:
     after, spread = SPREADS.get(figure, SPREADS["ops_per_sec"])
     cols = []
     for c in COMPACT:
-        if ("raw" in c.name and not open_loop) or (c.name == "cpu/op" and after != "cpu/op"):
+        if ("raw" in c.name and not open_loop) or (
+            c.name in ("cpu/op", "turns") and after != c.name
+        ):
             continue
         cols.append(c)
         if c.name == after:
@@ -398,7 +405,8 @@ def _legend(open_loop: bool, wide: bool) -> list[str]:
             "+-% = half the width of the interval of ops/s across rounds"
             if wide
             else "+-% = half the width of the interval of the figure before it, the one that "
-            "decides its block; cpu/op = the client's plus the server's CPU per op"
+            "decides its block; turns = the median round's p50 while the forms took turns call "
+            "by call (one client); cpu/op = the client's plus the server's CPU per op"
         )
         + " (intervals: see the method at the end); srv us = server time inside commands per "
         "op (commandstats); cpu us = the "

@@ -38,6 +38,7 @@ __all__ = [
     "MARGIN_PCT",
     "P50",
     "THROUGHPUT",
+    "TURNS",
     "Comparison",
     "Figure",
     "compare",
@@ -97,6 +98,11 @@ def _p50(x: Row) -> float | None:
     return None if v is None else float(v)
 
 
+def _p50_turns(x: Row) -> float | None:
+    v = x.get("p50_turns")
+    return None if v is None else float(v)
+
+
 THROUGHPUT = Figure(
     "ops_per_sec",
     "throughput",
@@ -122,13 +128,25 @@ CPU = Figure(
     "at RTT 0 the host's stalls, not the forms, dominate a round's wall time, and the clients "
     "and the server share the same CPUs; CPU time does not run while a process waits",
 )
-FIGURES = {f.key: f for f in (THROUGHPUT, P50, CPU)}
+TURNS = Figure(
+    "p50_turns_ms",
+    "p50 latency, the forms taking turns call by call",
+    False,
+    _p50_turns,
+    lambda r: (r.get("latency_ms") or {}).get("p50"),
+    "each round the forms also take turns call by call (A, B, C, A, B, C...) on one client: "
+    "a stall of the host falls on every form alike, and the median call is not moved by it",
+)
+FIGURES = {f.key: f for f in (THROUGHPUT, P50, CPU, TURNS)}
 
 
 def figure_for(rows: Sequence[Row]) -> Figure:
     """The figure that decides at this point (see the module's docstring)."""
-    if any(r.get("rate") for r in rows) or all(int(r.get("clients") or 1) == 1 for r in rows):
+    if any(r.get("rate") for r in rows):
         return P50
+    if all(int(r.get("clients") or 1) == 1 for r in rows):
+        turns = all(r.get("rounds") and all(_p50_turns(x) for x in r["rounds"]) for r in rows)
+        return TURNS if turns else P50
     at_zero = all(float(r.get("rtt_ms_nominal") or 0) == 0 for r in rows)
     if at_zero and all(r.get("rounds") and all(_cpu(x) for x in r["rounds"]) for r in rows):
         return CPU

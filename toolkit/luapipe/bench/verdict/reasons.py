@@ -15,6 +15,7 @@ from luapipe.bench.verdict.compare import (
     CPU,
     EQUIVALENT,
     P50,
+    TURNS,
     Comparison,
     Figure,
 )
@@ -52,7 +53,12 @@ QUESTIONS = {
 #: server CPU per op this many times apart among the forms at stake is said beside the verdict
 SERVER_CPU_SPREAD = 1.5
 #: what a figure is called after "the" in a ratio: "0.71x the CPU per op of transaction"
-_SHORT = {"ops_per_sec": "throughput", "cpu_us_per_op": "CPU per op", "p50_ms": "p50 latency"}
+_SHORT = {
+    "ops_per_sec": "throughput",
+    "cpu_us_per_op": "CPU per op",
+    "p50_ms": "p50 latency",
+    "p50_turns_ms": "p50 latency",
+}
 
 Row = dict[str, Any]
 
@@ -294,8 +300,8 @@ def explain(
         reasons.append(
             f"decided on {CPU.name} ({_cpu_figures(v)}): {CPU.why}; the throughput is in the table"
         )
-    elif v.figure is P50:
-        reasons.append(f"decided on {P50.name}: {P50.why}")
+    elif v.figure is P50 or v.figure is TURNS:
+        reasons.append(f"decided on the {v.figure.name} of each round: {v.figure.why}")
     reasons.extend(f"{form}: {t}" for _, t in texts)
     if policy and (equivalents or undecided):
         reasons.append(policy)
