@@ -5,6 +5,7 @@ a forced lost update that must mark the record (also when a later slice is intac
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,7 +213,7 @@ def test_a_forced_lost_update_marks_the_record_and_the_report(url: str) -> None:
     (real,) = resolve_workloads(["reserve_stock"])
     assert isinstance(real, OperationWorkload)
     work = LosesOnce(real)
-    config = BenchConfig(duration_s=0.3, warmup_s=0.05, rounds=3, bystander=False)
+    config = BenchConfig(duration_s=0.3, warmup_s=0.05, rounds=3, bystander=False, turns=0)
     result = run_bench(url, [work], config)
     by_form = {r.form: r for r in result.records}
     assert work.slices == {"naive": 4, "script": 4}  # warm-up + 3 rounds each
@@ -227,3 +228,36 @@ def test_a_forced_lost_update_marks_the_record_and_the_report(url: str) -> None:
     assert "no longer holds: stock never below zero" in said
     assert f" FAIL 1/{naive.invariant_cases} " in table
     assert re.search(r">FAILED[^<]*: invariant broken in 1 of", page)
+
+
+def test_a_worker_slow_to_connect_still_gets_its_whole_window(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forked workers that take 0.3 s to connect (a busy machine) with windows of 0.05 s:
+    the windows open once both are ready, so each runs its 0.05 s, none misses it."""
+    from luapipe.bench import loop
+
+    real = loop.client_for
+
+    def slow(plan: Any) -> redis.Redis:
+        time.sleep(0.3)
+        return real(plan)
+
+    monkeypatch.setattr(loop, "client_for", slow)
+    config = BenchConfig(clients=(2,), duration_s=0.1, warmup_s=0.01, rounds=2, bystander=False)
+    (rec,) = run_bench(url, [PingWorkload(forms=("naive",))], config).records
+    assert all(r["calls"] > 10 for r in rec.rounds), rec.rounds
+    assert rec.duration_s == pytest.approx(0.1, abs=0.03)
+
+
+def test_at_rtt_0_one_client_the_forms_take_turns_and_that_decides(url: str) -> None:
+    config = BenchConfig(duration_s=0.3, warmup_s=0.02, rounds=6, bystander=False)
+    result = run_bench(url, [PingWorkload(forms=("naive", "pipelined"))], config)
+    assert all(r.p50_turns_ms is not None for r in result.records)
+    assert all(x.get("p50_turns") for r in result.records for x in r.rounds)
+    (rec,) = result.recommendations
+    assert rec["figure"] == "p50_turns_ms"
+    assert any("the forms taking turns call by call" in why for why in rec["reasons"])
+    alone = BenchConfig(duration_s=0.3, warmup_s=0.02, rounds=6, bystander=False, turns=0)
+    (rec,) = run_bench(url, [PingWorkload(forms=("naive", "pipelined"))], alone).recommendations
+    assert rec["figure"] == "p50_ms"

@@ -83,9 +83,6 @@ class BenchConfig:
 #: slice: 4 clients on hot keys after the 1-client sweep)
 Part = tuple[Sequence[Workload], BenchConfig]
 
-#: forked workers connect before the timed window opens this long after the fork
-WORKER_LEAD_S = 0.12
-
 
 @dataclass(frozen=True)
 class Progress:
@@ -185,7 +182,7 @@ class _Run:
         try:
             wire = self.probe(target) if timed else (0.0, 0.0)
             before = self.cost()
-            t0 = time.perf_counter() + (0.002 if client is not None else WORKER_LEAD_S)
+            t0 = time.perf_counter() + 0.002  # forked workers: the window waits for them
             rate = cfg.rate / clients if cfg.rate else None
             seed = cfg.seed + 7919 * round_no
             plans = [
