@@ -153,7 +153,8 @@ class OperationWorkload:
         if not any(c.state for c in self.cases):
             self.state["copies"] = 1_000_000
             return
-        n = min(budget, max(64, int(self.state.get("need", 0))))
+        # 64 before any slice said how far they go, then 4x what the last slices reached
+        n = min(budget, int(self.state.get("need", 64)))
         copies = [
             rebase(case, copy_namespace(case.namespace, str(j)))
             for case in self.cases

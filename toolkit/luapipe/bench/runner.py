@@ -73,9 +73,10 @@ class BenchConfig:
     bystander_interval_s: float = 0.002
     seed: int = 1
     patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
-    #: one client at RTT 0: each round also lets the forms take turns call by call for this
-    #: many times a form's slice (their p50s there decide; 0: no turns). Over a simulated
-    #: RTT the proxy's delay dominates a call and a form's own slice gives more calls
+    #: one client at RTT 0 (closed loop): each round also lets the forms take turns call by
+    #: call for this many times a form's slice; their p50s there decide (0: no turns). Over a
+    #: simulated RTT a call is long and steady (the proxy's delay): a form's own slice gives
+    #: more calls per round than a share of turns, and its p50 decides
     turns: float = 2.0
 
 

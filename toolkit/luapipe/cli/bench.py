@@ -388,6 +388,9 @@ DEMO_OPERATIONS = ("update_token", "reserve_stock", "rate_limit")
 DEMO_FORMS = ("pipelined", "transaction", "script", "function")
 DEMO_RTTS_MS = (0.0, 0.25, 1.0)
 DEMO_ROUNDS = 20
+#: and at RTT 0 in each round the forms take turns call by call for three times a form's
+#: slice (there the host's stalls dominate a call)
+DEMO_TURNS = 3.0
 #: its contention slice: the operations whose writes depend on their reads, every form, 4
 #: clients on one hot key each at RTT 0, so lost updates show where they happen
 DEMO_HOT = ("reserve_stock", "rate_limit")
@@ -405,7 +408,7 @@ def demo_parts(duration: float) -> list[tuple[list[Any], Any]]:
         return [n for n in names if n == "update_token" or (catalogue_dir() / f"{n}.toml").exists()]
 
     sweep = BenchConfig(rtts_ms=DEMO_RTTS_MS, duration_s=duration, warmup_s=0.05,
-                        rounds=DEMO_ROUNDS, bystander=False)  # fmt: skip
+                        rounds=DEMO_ROUNDS, bystander=False, turns=DEMO_TURNS)  # fmt: skip
     hot = BenchConfig(rtts_ms=(0.0,), clients=(DEMO_HOT_CLIENTS,), duration_s=duration / 2,
                       warmup_s=0.05, rounds=DEMO_HOT_ROUNDS, bystander=False)  # fmt: skip
     first = [with_forms(w, DEMO_FORMS) for w in resolve_workloads(known(DEMO_OPERATIONS))]

@@ -9,11 +9,15 @@ With a margin ``m`` (:data:`MARGIN_PCT`), the interval of one form's advantage o
 
 The figure (:func:`figure_for`), per round:
 
-- one client (closed loop) and the open loop: the p50 latency, the median call's. One client
-  runs one call at a time, so its throughput is the inverse of its mean latency, and a stall
-  of the host (another process on the CPU, the delay proxy descheduled) adds milliseconds to
-  a few calls of a round: it moves the mean and the throughput of that round, not the median.
-  At a fixed rate (open loop) every form completes the same calls: the latency tells;
+- one client (closed loop): the p50 latency, the median call's: at RTT 0 while the forms
+  take turns call by call (A, B, C, A, B, C... in a slice of each round, :data:`TURNS`),
+  elsewhere (and in a run without turns) in each form's own slice (:data:`P50`). One
+  client runs one call at a time, so its throughput is the inverse of its mean latency,
+  and a stall of the host (another process on the CPU, the delay proxy descheduled) adds
+  milliseconds to a few calls of a round: it moves the mean and the throughput of that
+  round, not the median; in turns it also falls on every form alike;
+- the open loop (``--rate``): the p50 at the fixed rate, where every form completes the
+  same calls;
 - several clients at RTT 0: the client's plus the server's CPU per op, because there the
   host's stalls, not the forms, dominate a round's wall time, and the forms compete for the
   same CPUs;
@@ -144,8 +148,12 @@ def figure_for(rows: Sequence[Row]) -> Figure:
     """The figure that decides at this point (see the module's docstring)."""
     if any(r.get("rate") for r in rows):
         return P50
-    if all(int(r.get("clients") or 1) == 1 for r in rows):
-        turns = all(r.get("rounds") and all(_p50_turns(x) for x in r["rounds"]) for r in rows)
+    if all(int(r.get("clients") or 1) == 1 for r in rows):  # turns in most rounds
+        turns = all(
+            2 * sum(_p50_turns(x) is not None for x in r.get("rounds") or ())
+            > len(r.get("rounds") or ())
+            for r in rows
+        )
         return TURNS if turns else P50
     at_zero = all(float(r.get("rtt_ms_nominal") or 0) == 0 for r in rows)
     if at_zero and all(r.get("rounds") and all(_cpu(x) for x in r["rounds"]) for r in rows):
