@@ -247,7 +247,7 @@ def test_a_worker_slow_to_connect_still_gets_its_whole_window(
     config = BenchConfig(clients=(2,), duration_s=0.1, warmup_s=0.01, rounds=2, bystander=False)
     (rec,) = run_bench(url, [PingWorkload(forms=("naive",))], config).records
     assert all(r["calls"] > 10 for r in rec.rounds), rec.rounds
-    assert rec.duration_s == pytest.approx(0.1, abs=0.03)
+    assert rec.duration_s == pytest.approx(0.1, abs=0.05)
 
 
 def test_at_rtt_0_one_client_the_forms_take_turns_and_that_decides(url: str) -> None:
