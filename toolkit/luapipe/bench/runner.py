@@ -61,11 +61,6 @@ __all__ = ["BenchConfig", "Part", "Progress", "retarget", "run_bench"]
 T = TypeVar("T")
 
 
-#: turns only where every form's own slice of the round held this many calls: fewer, and a
-#: form's share of the turns is too short for a median
-TURNS_MIN_CALLS = 10
-
-
 @dataclass(frozen=True)
 class BenchConfig:
     rtts_ms: tuple[float, ...] = (0.0,)
@@ -78,9 +73,10 @@ class BenchConfig:
     bystander_interval_s: float = 0.002
     seed: int = 1
     patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
-    #: one client (closed loop): each round also lets the forms take turns call by call for
-    #: this many times a form's slice, where each form's own slice held at least
-    #: TURNS_MIN_CALLS calls; their p50s there decide (0: no turns, the own slices decide)
+    #: one client at RTT 0 (closed loop): each round also lets the forms take turns call by
+    #: call for this many times a form's slice; their p50s there decide (0: no turns). Over a
+    #: simulated RTT a call is long and steady (the proxy's delay): a form's own slice gives
+    #: more calls per round than a share of turns, and its p50 decides
     turns: float = 2.0
 
 
@@ -275,13 +271,7 @@ class _Run:
                     )
                     totals[form].add(res, cost, w.batch)
                     self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
-                fewest = min(int(totals[f].rounds[-1]["calls"]) for f in forms)
-                if (
-                    client is not None
-                    and cfg.turns > 0
-                    and len(forms) > 1
-                    and (fewest >= TURNS_MIN_CALLS)
-                ):
+                if client is not None and cfg.turns > 0 and len(forms) > 1 and rtt == 0:
                     seconds = cfg.turns * cfg.duration_s / cfg.rounds
                     self.retry(lambda: w.reset(self.admin), "reset")
                     turns = run_turns(w, client, order, cfg.seed + 7919 * (k + 1), seconds)

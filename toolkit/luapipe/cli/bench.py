@@ -388,9 +388,9 @@ DEMO_OPERATIONS = ("update_token", "reserve_stock", "rate_limit")
 DEMO_FORMS = ("pipelined", "transaction", "script", "function")
 DEMO_RTTS_MS = (0.0, 0.25, 1.0)
 DEMO_ROUNDS = 20
-#: and in each round the forms take turns call by call for four times a form's slice (each
-#: form gets about its own slice's calls there; the turns decide)
-DEMO_TURNS = 4.0
+#: and at RTT 0 in each round the forms take turns call by call for three times a form's
+#: slice (there the host's stalls dominate a call)
+DEMO_TURNS = 3.0
 #: its contention slice: the operations whose writes depend on their reads, every form, 4
 #: clients on one hot key each at RTT 0, so lost updates show where they happen
 DEMO_HOT = ("reserve_stock", "rate_limit")
@@ -425,10 +425,10 @@ def demo_parts(duration: float) -> list[tuple[list[Any], Any]]:
 @click.option(
     "--duration",
     type=float,
-    default=0.4,
+    default=0.6,
     show_default=True,
     callback=_finite(0, inclusive=False),
-    help="timed s per form and RTT (in 20 rounds, and as long again in turns)",
+    help="timed s per form and RTT (in 20 rounds)",
 )
 @WIDE
 def demo(url: str | None, out: str, duration: float, wide: bool) -> None:

@@ -9,9 +9,9 @@ With a margin ``m`` (:data:`MARGIN_PCT`), the interval of one form's advantage o
 
 The figure (:func:`figure_for`), per round:
 
-- one client (closed loop): the p50 latency, the median call's, while the forms take turns
-  call by call (A, B, C, A, B, C... in a slice of each round, :data:`TURNS`); in a run
-  without turns, in each form's own slice (:data:`P50`). One
+- one client (closed loop): the p50 latency, the median call's: at RTT 0 while the forms
+  take turns call by call (A, B, C, A, B, C... in a slice of each round, :data:`TURNS`),
+  elsewhere (and in a run without turns) in each form's own slice (:data:`P50`). One
   client runs one call at a time, so its throughput is the inverse of its mean latency,
   and a stall of the host (another process on the CPU, the delay proxy descheduled) adds
   milliseconds to a few calls of a round: it moves the mean and the throughput of that
