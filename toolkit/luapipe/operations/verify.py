@@ -36,7 +36,9 @@ __all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case"
 
 _CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EXECABORT")
 _BADARG = "Lua redis lib command arguments must be strings or integers"
-_ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*)?$")
+# the text after ERR, without the trailers that say where it ran (Redis 7's "script: <sha>,
+# on @user_script:N.", luapipe's "(script op_x)" / "(function f)")
+_ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*|\s+\((?:script|function) [^()]*\))?$")
 
 
 def error_code(exc: BaseException) -> str:
