@@ -186,7 +186,7 @@ def test_equivalent_forms_get_the_policys_pick_shown_as_a_policy_never_as_a_win(
     (r,) = recommend(rows)
     assert (r.status, r.form, r.tied_with) == ("equivalent", "function", ("script",))
     table, html = page(rows)
-    assert "use function: equivalent to script within +-2% (0.98x to 1.01x its p50 latency)" in (
+    assert "use function: equivalent to script within +-2% (0.980x to 1.010x its p50 latency)" in (
         table
     )
     assert "function by policy: one call that survives a failover" in table
@@ -225,8 +225,8 @@ def test_each_plus_minus_and_ratio_is_the_pairs_own() -> None:
     table, _ = page(rows)
     pairs = dict(re.findall(r"equivalent to (\w+) within \+-([\d.]+)%", r.text))
     assert pairs == {"script": "5.3", "pipelined": "8"}
-    assert "0.56x the p50 latency of transaction (0.56x to 0.56x): ahead beyond +-10%" in table
-    assert "0.53x" not in table  # script's own ratio against transaction is not quoted
+    assert "0.556x the p50 latency of transaction (0.556x to 0.556x): ahead beyond +-10%" in table
+    assert "0.533x" not in table  # script's own ratio against transaction is not quoted
 
 
 def test_the_headline_ratio_is_against_the_best_alternative_not_the_slowest() -> None:
@@ -240,7 +240,7 @@ def test_the_headline_ratio_is_against_the_best_alternative_not_the_slowest() ->
     assert r.ratio == pytest.approx(1.3)
     table, _ = page(rows)
     first = table.index("use function: ") + len("use function: ")
-    assert table[first:].startswith("0.77x the p50 latency of script (0.77x to 0.77x)")
+    assert table[first:].startswith("0.769x the p50 latency of script (0.769x to 0.769x)")
     assert "a lower p50 latency than script at the same round trips" in table
 
 
@@ -379,7 +379,7 @@ def test_several_clients_at_rtt_0_are_decided_on_cpu_per_op_and_say_so() -> None
 
     (r,) = recommend([cpu("transaction", 300.0), cpu("function", 100.0)])
     assert (r.figure, r.status, r.form) == ("cpu_us_per_op", "ahead", "function")
-    assert "0.33x the CPU per op of transaction" in r.text
+    assert "0.333x the CPU per op of transaction" in r.text
     assert any(x.startswith("decided on client + server CPU per op") for x in r.reasons)
 
 
@@ -390,7 +390,7 @@ def test_the_open_loop_decides_on_p50_at_the_fixed_rate() -> None:
     ]
     (r,) = recommend(rows)
     assert (r.form, r.figure) == ("script", "p50_ms")
-    assert "0.50x the p50 latency of transaction" in r.text
+    assert "0.500x the p50 latency of transaction" in r.text
 
 
 def test_one_recommendation_per_rtt_clients_and_contention() -> None:

@@ -64,9 +64,12 @@ Row = dict[str, Any]
 
 
 def _x(v: float) -> str:
-    """A ratio: 0.97x, 1.00x, 1.95x, 12x (0.042x below 0.1)."""
+    """A ratio: 0.908x, 1.099x near the margin (three decimals below 2, so an end just
+    outside the margin never reads as inside it), 2.45x, 12x, 0.042x below 0.1."""
     if v < 0.1:
         return f"{v:.2g}x"
+    if v < 2:
+        return f"{v:.3f}x"
     return f"{v:.2f}x" if v < 10 else f"{v:.0f}x"
 
 
