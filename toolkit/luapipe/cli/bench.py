@@ -370,11 +370,12 @@ def report(results: str, html_path: str | None, csv_path: str | None, wide: bool
     from luapipe.report import load_results
 
     data = load_results(results)  # checks the fields the renderers read
-    _outputs(html_path, csv_path)
+    created = _outputs(html_path, csv_path)
     try:
         _finish(data, None, csv_path, html_path, wide=wide)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, TemplateError) as exc:
         # a shape the checks do not cover (inside calibration, crossovers...): one line
+        _drop(created)
         raise LuapipeError(
             f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "
             "`luapipe bench --json` wrote?"
