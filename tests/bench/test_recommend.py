@@ -418,3 +418,23 @@ def test_a_results_file_without_rounds_gets_an_undecided_verdict() -> None:
     (r,) = recommend(rows)
     assert r.status == "inconclusive" and r.ratio == pytest.approx(2.5)
     assert "1 round(s) cannot decide (6 needed)" in r.text
+
+
+def test_auto_pipelined_forms_share_writes_and_keep_their_forms_traits() -> None:
+    """``bench --tasks 16``: the auto-pipelined forms' round trips per op are shared writes;
+    the operation's one-round-trip forms (the transaction too) stay at stake, and with 16
+    calls in flight the throughput decides."""
+    many = {"tasks": 16, "rtt_ms_nominal": 1.0}
+    rows = [
+        rec("pipelined", TEN, **many),
+        rec("transaction", TEN, **many),
+        rec("script", TEN, **many),
+        rec("function", TEN, **many),
+        rec("auto pipelined", scaled(0.2), round_trips_per_op=0.1, **many),
+        rec("auto function", scaled(0.2), round_trips_per_op=0.1, **many),
+    ]
+    (r,) = recommend(rows)
+    assert "transaction" in r.at_stake and "auto function" in r.at_stake
+    assert r.figure == "ops_per_sec"
+    assert r.form == "auto function"  # atomic, a function's traits, by policy over auto pipelined
+    assert "auto function by policy: atomic (auto pipelined is not)" in r.text

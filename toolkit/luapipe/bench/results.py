@@ -78,6 +78,7 @@ class Record:
     #: (what decides there), and its interval across rounds
     p50_turns_ms: float | None = None
     p50_turns_ms_interval: tuple[float, float] | None = None
+    tasks: int = 1  # asyncio tasks per client (requests in flight per client, --tasks)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

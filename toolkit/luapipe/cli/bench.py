@@ -210,6 +210,7 @@ WIDE = click.option(
 @click.argument("specs", nargs=-1)
 @click.option(
     "--url",
+    callback=common.checked_url(common.TCP_SCHEMES),
     help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
     "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
 )
@@ -267,6 +268,13 @@ WIDE = click.option(
     help="ops per call (one server): N operations batched as each form allows",
 )
 @click.option(
+    "--tasks",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="asyncio tasks per client (requests in flight); > 1 adds the auto-pipelined forms",
+)
+@click.option(
     "--rate",
     type=float,
     callback=_finite(0, inclusive=False),
@@ -289,6 +297,7 @@ def bench(
     rounds: int,
     contention: str,
     batch: int,
+    tasks: int,
     rate: float | None,
     seed: int,
     no_bystander: bool,
@@ -302,8 +311,9 @@ def bench(
     ctx = click.get_current_context()
     created = _outputs(json_path, csv_path, html_path)  # before a run that may take minutes
     try:
-        _bench(ctx, specs, url, rtts, counts, duration, warmup, rounds, contention, batch, rate,
-               seed, no_bystander, anchors, (json_path, csv_path, html_path), wide)  # fmt: skip
+        paths = (json_path, csv_path, html_path)
+        _bench(ctx, specs, url, rtts, counts, duration, warmup, rounds, contention, batch, tasks,
+               rate, seed, no_bystander, anchors, paths, wide)  # fmt: skip
     except BaseException:
         _drop(created)
         raise
@@ -320,6 +330,7 @@ def _bench(
     rounds: int,
     contention: str,
     batch: int,
+    tasks: int,
     rate: float | None,
     seed: int,
     no_bystander: bool,
@@ -342,6 +353,8 @@ def _bench(
         click.echo("\n".join(rep.lines()))
         _finish(rep.bench, *paths, tuple(rep.lines()), wide=wide)
         return
+    if tasks > 1 and (rate is not None or batch > 1):
+        raise click.UsageError("--tasks > 1 runs closed loops of single calls: drop --rate/--batch")
     workloads = resolve_workloads(  # every name and spec checked before a server starts
         list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
     )
@@ -354,6 +367,7 @@ def _bench(
         rate=rate,
         bystander=not no_bystander,
         seed=seed,
+        tasks=tasks,
     )
     with common.bench_server(url) as target:
         result = run_bench(target, workloads, config, progress=_progress())
@@ -419,6 +433,7 @@ def demo_parts(duration: float) -> list[tuple[list[Any], Any]]:
 @click.command()
 @click.option(
     "--url",
+    callback=common.checked_url(common.TCP_SCHEMES),
     help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
     "[default: a private redis-server; REDIS_URL is not used]",
 )

@@ -213,6 +213,8 @@ def _title(r: Row) -> str:
     if float(r["rtt_ms_nominal"]) > 0 and r.get("rtt_ms_measured") is not None:
         text += f" (measured {_f(r['rtt_ms_measured'])})"
     text += f", {c} client{'s' if c != 1 else ''}"
+    if int(r.get("tasks") or 1) > 1:
+        text += f" x {r['tasks']} tasks"
     contention = str(r.get("contention") or "spread")
     if contention == "hot":
         text += ", hot keys"
@@ -260,7 +262,7 @@ def _row(r: Row, open_loop: bool) -> tuple[str, ...]:
         str(r["form"]),
         f"{float(r['rtt_ms_nominal']):g}",
         _f(r["rtt_ms_measured"]),
-        str(r["clients"]),
+        str(r["clients"]) + (f"x{r['tasks']}" if int(r.get("tasks") or 1) > 1 else ""),
         f"{float(r['ops_per_sec']):,.0f}",
         _spread(r),
         _lat("p50")(r),

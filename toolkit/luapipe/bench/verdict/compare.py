@@ -18,7 +18,8 @@ The figure (:func:`figure_for`), per round:
   round, not the median; in turns it also falls on every form alike;
 - the open loop (``--rate``): the p50 at the fixed rate, where every form completes the
   same calls;
-- several clients at RTT 0: the client's plus the server's CPU per op, because there the
+- several clients (or ``--tasks`` calls in flight) at RTT 0: the client's plus the
+  server's CPU per op, because there the
   host's stalls, not the forms, dominate a round's wall time, and the forms compete for the
   same CPUs;
 - several clients over a network (RTT > 0): the throughput.
@@ -148,7 +149,9 @@ def figure_for(rows: Sequence[Row]) -> Figure:
     """The figure that decides at this point (see the module's docstring)."""
     if any(r.get("rate") for r in rows):
         return P50
-    if all(int(r.get("clients") or 1) == 1 for r in rows):  # turns in most rounds
+    one_at_a_time = all(int(r.get("clients") or 1) == 1 and int(r.get("tasks") or 1) == 1
+                        for r in rows)  # fmt: skip
+    if one_at_a_time:  # one client, one call in flight: the turns in most rounds decide
         turns = all(
             2 * sum(_p50_turns(x) is not None for x in r.get("rounds") or ())
             > len(r.get("rounds") or ())

@@ -26,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "ATOMIC",
+    "AUTO",
     "KINDS",
     "POLICY",
     "TRAITS",
@@ -66,6 +67,10 @@ TRAITS: dict[str, FormTraits] = {
     "pipelined": FormTraits(False, 0, "plain commands, nothing deployed", "not atomic"),
     "naive": FormTraits(False, 1, "plain commands", "one round trip per command"),
 }
+#: an auto-pipelined form (``bench --tasks``: calls of many tasks share writes) has its
+#: form's traits; a transaction holds its connection and has no such variant
+AUTO = "auto "
+TRAITS.update({AUTO + f: t for f, t in list(TRAITS.items()) if f != "transaction"})
 ATOMIC = frozenset(f for f, t in TRAITS.items() if t.atomic)
 #: the policy among equivalent forms, stated once per report
 POLICY = (
@@ -76,11 +81,13 @@ POLICY = (
 )
 
 #: kind -> the forms always at stake when they ran
-KINDS: dict[str, tuple[str, ...]] = {
-    "read_compute_write": ("transaction", "script", "function"),
-    "blind_writes": ("pipelined", "script", "function"),
-    "read_only": ("pipelined", "script", "function"),
-}
+KINDS: dict[str, tuple[str, ...]] = {  # the auto-pipelined variants run only with --tasks
+    "read_compute_write": ("transaction", "script", "function", "auto script", "auto function"),
+    "blind_writes": ("pipelined", "script", "function", "auto pipelined", "auto script",
+                     "auto function"),
+    "read_only": ("pipelined", "script", "function", "auto pipelined", "auto script",
+                  "auto function"),
+}  # fmt: skip
 _FEWEST_SLACK = 0.25  # round trips per op within this of the fewest count as the fewest
 
 
@@ -149,7 +156,9 @@ def at_stake(kind: str, rows: Sequence[Row]) -> tuple[str, tuple[str, ...]]:
     if kind == "read_compute_write":  # even one, even none: a racing form is never the answer
         atomic = {str(r["form"]) for r in rows if is_atomic(r)}
         return kind, tuple(f for f in forms if f in atomic)
+    # an auto-pipelined form's round trips per op are shared writes, not the operation's
     trips = {str(r["form"]): r.get("round_trips_per_op") for r in rows}
+    trips = {f: t for f, t in trips.items() if not f.startswith(AUTO)}
     known = [float(t) for t in trips.values() if t is not None]
     fewest = min(known) if known else None
     wanted = set(KINDS.get(kind, ())) | {

@@ -43,6 +43,8 @@ CLUSTER = {
     "may live anywhere.",
     "naive": "Works unchanged in Redis Cluster.",
 }
+# an auto-pipelined form (bench --tasks) has its form's cluster traits
+CLUSTER.update({f"auto {f}": why for f, why in list(CLUSTER.items()) if f != "transaction"})
 QUESTIONS = {
     "read_compute_write": "its writes depend on its reads, so it needs an atomic form",
     "blind_writes": "its writes do not depend on reads: every form with the fewest round "
