@@ -309,6 +309,8 @@ def _deploy_text(report: DeployReport, rollback: bool) -> None:
         click.echo(f"warning: {warning}", err=True)
     for d in report.drift:
         click.echo(str(d))
+    for line in report.refused:
+        click.echo(f"error: {line}", err=True)
     nodes = ", ".join(report.nodes)
     if rollback:
         names = ", ".join(report.changed_libraries) or "nothing"

@@ -64,10 +64,13 @@ class DeployReport:
     notes: tuple[str, ...] = ()
     #: the libraries deploy (or rollback) changed on some node, by name
     changed_libraries: tuple[str, ...] = ()
+    #: what was refused, one line each: a library that ``rollback`` left alone everywhere
+    #: because a primary holding it has no rollback copy (the report is then not ok)
+    refused: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.drift
+        return not self.drift and not self.refused
 
     def as_dict(self) -> dict[str, Any]:
         """The report as ``deploy --json`` prints it."""
@@ -81,6 +84,7 @@ class DeployReport:
             "warnings": [d.as_dict() for d in self.warnings],
             "notes": list(self.notes),
             "changed_libraries": list(self.changed_libraries),
+            "refused": list(self.refused),
             "drift": [d.as_dict() for d in self.drift],
         }
 
@@ -124,6 +128,7 @@ def _report(
         changes=tuple(str(c) for c in outcome.changes) if outcome else (),
         warnings=outcome.warnings if outcome else (),
         notes=outcome.notes if outcome else (),
+        refused=outcome.refused if outcome else (),
         changed_libraries=tuple(
             sorted({c.library for c in outcome.changes if c.kept is None}) if outcome else ()
         ),
@@ -145,7 +150,9 @@ def deploy(
     ``prune``: also delete, on every primary, the libraries the lock recorded that the
     directory no longer has (and only those). ``rollback``: load back, on every primary,
     the code each library of the directory had before the last deploy replaced it; the
-    lock is left as it is.
+    lock is left as it is. A library some primary holds without a rollback copy (a shard
+    that joined after the deploy) is not rolled back anywhere: the report's ``refused``
+    says so and it is not ``ok``; the directory's other libraries are rolled back.
 
     An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
     file's directory) before anything is sent or written; so does a lenient registry with

@@ -94,14 +94,17 @@ class Change:
 @dataclass(frozen=True)
 class LibraryOutcome:
     """What a deploy (or rollback) of libraries did: the changes made, the primaries and
-    every node read, warnings (a function whose signature changed under its name), and
-    drift left afterwards (a replica that did not catch up)."""
+    every node read, warnings (a function whose signature changed under its name), drift
+    left afterwards (a replica that did not catch up), and what was refused (a rollback
+    that would have left the shards on different versions)."""
 
     changes: tuple[Change, ...]
     nodes: tuple[str, ...]
     warnings: tuple[Drift, ...] = ()
     drift: tuple[Drift, ...] = ()
     notes: tuple[str, ...] = ()
+    #: what was refused whole, one line each (a library a rollback left alone everywhere)
+    refused: tuple[str, ...] = ()
 
 
 # -- loading and putting back ---------------------------------------------------------
@@ -321,22 +324,58 @@ def _registered(code: str, name: str) -> tuple[str, ...]:
         return ()
 
 
+def _kept(state: NodeState, library: str) -> str | None:
+    """The code ``library``'s rollback copy on that node keeps (None: no usable copy)."""
+    kept = state.libraries.get(keeper_name(library))
+    return kept_code(kept.code) if kept is not None else None
+
+
+def _without_copy(
+    libraries: Sequence[FunctionLibrary], primaries: Sequence[NodeState]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Per library, the primaries that hold it but no usable rollback copy, when other
+    primaries do hold one: rolling back only those would leave the shards on different
+    versions, so the library is refused whole (one line each, naming those nodes)."""
+    refused: dict[str, list[str]] = {}
+    lines = []
+    for lib in libraries:
+        copy = {s.node: _kept(s, lib.name) is not None for s in primaries}
+        lacking = [s.node for s in primaries if lib.name in s.libraries and not copy[s.node]]
+        if lacking and any(copy.values()):
+            refused[lib.name] = lacking
+            having = [n for n, has in copy.items() if has]
+            lines.append(
+                f"not rolled back {lib.name}: no kept copy of its previous code on "
+                f"{', '.join(lacking)} (joined or flushed since the deploy?) while "
+                f"{', '.join(having)} {'has' if len(having) == 1 else 'have'} one; rolling "
+                "back only those would leave the shards on different versions, so "
+                f"{lib.name} is left as it is everywhere (deploy its previous file instead)"
+            )
+    return refused, lines
+
+
 def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[LibraryOutcome]:
     """On every primary, load back the code each library had before the last deploy that
     replaced it (its rollback copy), keeping the current code as the copy in turn (so a
-    second rollback undoes the first). Only ``libraries`` are touched."""
+    second rollback undoes the first). Only ``libraries`` are touched.
+
+    All or nothing per library: a library that some primary holds without a rollback copy
+    while others have one is not rolled back anywhere (:attr:`LibraryOutcome.refused`
+    says why); the directory's other libraries still are."""
     states = yield from read_state_steps(_names(libraries))
     _need_a_primary(states, "rolled back")
+    primaries = [s for s in states if s.primary]
+    refused, refusals = _without_copy(libraries, primaries)
     plan: dict[str, list[Change]] = {}
     notes = []
     registers: dict[str, tuple[str, ...]] = {}
-    for state in states:
-        if not state.primary:
-            continue
+    for state in primaries:
         changes = []
         for lib in libraries:
+            if lib.name in refused:
+                continue
             kept = state.libraries.get(keeper_name(lib.name))
-            old = kept_code(kept.code) if kept is not None else None
+            old = _kept(state, lib.name)
             if kept is None or old is None:
                 notes.append(f"{state.node}: no previous code of {lib.name} kept; left as it is")
                 continue
@@ -353,4 +392,4 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
     done = yield from apply_steps(plan, "rollback")
     drift = yield from _wait_steps(plan, states)
     nodes = tuple(s.node for s in states)
-    return LibraryOutcome(tuple(done), nodes, (), tuple(drift), tuple(notes))
+    return LibraryOutcome(tuple(done), nodes, (), tuple(drift), tuple(notes), tuple(refusals))
