@@ -139,10 +139,11 @@ def test_check_reports_each_kind_of_drift_per_node_and_never_another_teams_libra
     shared.function_load("#!lua name=squatter\nredis.register_function('hello', function() end)")
     write(d, {"gone.lua": "#!lua name=gone\nredis.register_function('gone_f', function() end)"})
     assert run("deploy", "--dir", str(d), "--url", url).exit_code == 1  # 'hello' is taken
-    shared.function_load("#!lua name=gone\nredis.register_function('gone_f', function() end)")
+    gone = "#!lua name=gone\nredis.register_function('gone_f', function() end)"
+    shared.function_load(gone)
     write(d, {"gone.lua": None})
     lock = json.loads((d / "luapipe.lock.json").read_text())
-    lock["libraries"]["gone"] = "1" * 40
+    lock["libraries"]["gone"] = parse_library(gone).sha
     (d / "luapipe.lock.json").write_text(json.dumps(lock))
     res = run("deploy", "--check", "--dir", str(d), "--url", url)
     assert res.exit_code == 1
@@ -239,6 +240,55 @@ def test_prune_deletes_only_the_libraries_the_lock_recorded_and_the_directory_dr
         0,
         f"no drift: 0 scripts, 1 library, nodes {node}",
     )
+
+
+def test_prune_leaves_a_library_another_team_has_since_loaded_under_that_name(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"stock.lua": None})
+    theirs = "#!lua name=stock\nredis.register_function('their_stock', function() end)\n"
+    shared.function_load(theirs, replace=True)  # the name is free for us: another team's now
+    node = url.split("//")[1].split("/")[0]
+    detail = (
+        f"(in the lock, no longer in the directory, but its code there "
+        f"({parse_library(theirs).sha[:12]}) is neither the lock's "
+        f"({parse_library(STOCK_V1).sha[:12]}) nor one luapipe loaded: another library of "
+        "that name, so deploy --prune leaves it and drops the name from the lock)"
+    )
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1
+    assert f"replaced: stock on {node} {detail}" in res.stdout.splitlines()
+    res = run("deploy", "--prune", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output  # a deploy goes on: the library is not ours
+    assert res.stderr == f"warning: replaced: stock on {node} {detail}\n"
+    assert not any("deleted" in line for line in res.stdout.splitlines())
+    assert code_of(shared, "stock") == theirs
+    assert json.loads((d / "luapipe.lock.json").read_text())["libraries"].keys() == {"hello"}
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output  # no longer ours: no longer drift
+    shared.function_delete("stock")
+
+
+def test_prune_deletes_a_rolled_back_library_whose_code_differs_from_the_lock(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"stock.lua": STOCK_V2})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0  # the lock says v2
+    assert run("deploy", "--rollback", "--dir", str(d), "--url", url).exit_code == 0
+    assert code_of(shared, "stock") == STOCK_V1  # luapipe's own code, though not the lock's
+    write(d, {"stock.lua": None})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert f"stale: stock on {node} (in the lock, no longer in the directory: deploy --prune " \
+        "deletes it)" in res.stdout.splitlines()  # fmt: skip
+    res = run("deploy", "--prune", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and not res.stderr, res.output
+    assert f"{node}: deleted stock" in res.stdout.splitlines()
+    assert code_of(shared, "stock") is None and code_of(shared, keeper_name("stock")) is None
 
 
 def test_rollback_loads_the_kept_code_back_from_the_server_itself(

@@ -8,8 +8,10 @@ pipeline checks: ``check`` reports drift without changing anything —
 - per node, for libraries (:mod:`luapipe.scripts.libdeploy`): a library missing (a new
   shard, a flushed node), code that differs from the file (changed by hand), a function
   of ours that another library owns, a library the lock recorded that the directory no
-  longer has (``prune`` deletes only those), and a function that kept its name but
-  changed its keys, args or flags (callers of the live version would break).
+  longer has (``prune`` deletes only those, and only where their live code is luapipe's;
+  another library that has taken the name is ``replaced``, left alone), and a function
+  that kept its name but changed its keys, args or flags (callers of the live version
+  would break).
 
 ``deploy`` keeps the code of every library it replaces in a rollback copy on the node
 itself (:mod:`luapipe.scripts.libstate`); ``rollback`` loads it back, touching only this
@@ -184,21 +186,23 @@ def deploy(
         for node in nodes:
             drift.extend(Drift("missing", name, node.node, "not loaded") for name in node.missing)
         names = [n.node for n in nodes]
-        stale = [n for n in lock.libraries if n not in {lib.name for lib in libraries}]
+        stale = {
+            n: sha for n, sha in lock.libraries.items() if n not in {lib.name for lib in libraries}
+        }
         if libraries or stale:
             found, lib_nodes = drive(check_libraries_steps(libraries, stale), client)
             drift += found
             names = list(dict.fromkeys([*names, *lib_nodes]))
         return replace(_report(lock_path, reg, names, None), drift=tuple(drift))
     lock = read_lock_file(lock_path) if lock_path.exists() else Lock({})  # refuse a broken one
-    gone = [n for n in lock.libraries if n not in {lib.name for lib in libraries}]
+    gone = {n: sha for n, sha in lock.libraries.items() if n not in {lib.name for lib in libraries}}
     if len(reg):
         reg.load(client)
     outcome = None
     if libraries or (prune and gone):
-        outcome = drive(deploy_libraries_steps(libraries, prune=gone if prune else ()), client)
+        outcome = drive(deploy_libraries_steps(libraries, prune=gone if prune else {}), client)
     loaded = [n.node for n in reg.status(client)] if len(reg) else []
-    kept = {} if prune else {n: lock.libraries[n] for n in gone}  # until --prune deletes them
+    kept = {} if prune else gone  # until --prune deletes them (or leaves another team's)
     shas = {s.name: s.sha for s in reg}
     written = write_lock(lock_path, shas, {**kept, **{lib.name: lib.sha for lib in libraries}})
     return replace(_report(lock_path, reg, loaded, outcome), lock_written=written)

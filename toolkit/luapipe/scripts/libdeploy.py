@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
-from luapipe.scripts.libdrift import library_drift
+from luapipe.scripts.libdrift import library_drift, replaced_detail
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
@@ -29,6 +29,7 @@ from luapipe.scripts.libstate import (
     keeper_source,
     kept_code,
     kept_library,
+    prunable,
     read_state_steps,
 )
 from luapipe.wire.replies import Command, ReplyError
@@ -225,8 +226,13 @@ def _names(libraries: Sequence[FunctionLibrary], extra: Iterable[str] = ()) -> l
     return list(dict.fromkeys([*(lib.name for lib in libraries), *extra]))
 
 
+def _pruned(state: NodeState, prune: Mapping[str, str]) -> set[str]:
+    """The ``prune`` libraries this deploy deletes on that node (only luapipe's own code)."""
+    return {name for name, sha in prune.items() if prunable(state, name, sha)}
+
+
 def _conflicts(
-    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], prune: Sequence[str]
+    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], prune: Mapping[str, str]
 ) -> list[Drift]:
     """Functions of ours another library owns on a primary, that this deploy would not
     free first (by replacing or pruning that library: then it is one of ours)."""
@@ -235,10 +241,11 @@ def _conflicts(
     for state in states:
         if not state.primary:
             continue
+        pruned = _pruned(state, prune)
         for lib in libraries:
             for f in lib.functions:
                 owner = state.owners.get(f.name.lower())
-                if owner is None or owner == lib.name or owner in prune:
+                if owner is None or owner == lib.name or owner in pruned:
                     continue
                 if owner in ours and ours[owner].function(f.name) is None:
                     continue  # it moves between two of our libraries
@@ -258,11 +265,29 @@ def _need_a_primary(states: Sequence[NodeState], what: str) -> None:
         )
 
 
+def _left(states: Sequence[NodeState], prune: Mapping[str, str]) -> list[Drift]:
+    """The ``prune`` libraries left on a primary: another library has taken the name."""
+    out = []
+    for state in states:
+        if not state.primary:
+            continue
+        for name, sha in prune.items():
+            live = state.libraries.get(name)
+            if live is not None and not prunable(state, name, sha):
+                out.append(Drift("replaced", name, state.node, replaced_detail(live.sha, sha)))
+    return out
+
+
 def deploy_libraries_steps(
-    libraries: Sequence[FunctionLibrary], *, prune: Sequence[str] = ()
+    libraries: Sequence[FunctionLibrary], *, prune: Mapping[str, str] | None = None
 ) -> Steps[LibraryOutcome]:
-    """Load every library where a primary lacks its code (and delete the ``prune`` ones),
-    keeping each replaced code in the node's rollback copy; then confirm every node."""
+    """Load every library where a primary lacks its code (and delete the ``prune`` ones:
+    name -> the lock's sha1), keeping each replaced code in the node's rollback copy; then
+    confirm every node.
+
+    A ``prune`` library whose live code is not luapipe's (:func:`prunable`: another team
+    loaded a library of that name since) is left as it is, a ``replaced`` warning."""
+    prune = dict(prune or {})
     names = _names(libraries, prune)
     states = yield from read_state_steps(names)
     _need_a_primary(states, "deployed")
@@ -271,6 +296,7 @@ def deploy_libraries_steps(
         listed = "; ".join(str(d) for d in conflicts)
         raise ServerError(f"nothing deployed: a function name is taken: {listed}")
     warnings = [d for d in library_drift(libraries, states) if d.kind == "signature"]
+    warnings += _left(states, prune)
     plan: dict[str, list[Change]] = {}
     for state in states:
         if state.primary:
@@ -286,7 +312,7 @@ def deploy_libraries_steps(
 
 
 def _node_plan(
-    libraries: Sequence[FunctionLibrary], state: NodeState, prune: Sequence[str]
+    libraries: Sequence[FunctionLibrary], state: NodeState, prune: Mapping[str, str]
 ) -> list[Change]:
     changes = []
     for lib in libraries:
@@ -297,9 +323,10 @@ def _node_plan(
             keeper = keeper_name(lib.name)
             kept = state.libraries.get(keeper)
             before = kept.code if kept else None
-            changes.append(Change(state.node, keeper, before, keeper_source(lib.name, live.code)))
+            copy = keeper_source(lib.name, live.code, lib.source)
+            changes.append(Change(state.node, keeper, before, copy))
             changes.append(Change(state.node, lib.name, live.code, lib.source))
-    for name in prune:
+    for name in sorted(_pruned(state, prune)):
         for gone in (name, keeper_name(name)):
             live = state.libraries.get(gone)
             if live is not None:
@@ -308,10 +335,11 @@ def _node_plan(
 
 
 def check_libraries_steps(
-    libraries: Sequence[FunctionLibrary], stale: Sequence[str] = ()
+    libraries: Sequence[FunctionLibrary], stale: Mapping[str, str] | None = None
 ) -> Steps[tuple[list[Drift], tuple[str, ...]]]:
-    """Every node's drift for ``libraries`` (and the ``stale`` names the lock recorded);
-    nothing is changed."""
+    """Every node's drift for ``libraries`` (and the ``stale`` libraries the lock recorded:
+    name -> the lock's sha1); nothing is changed."""
+    stale = dict(stale or {})
     states = yield from read_state_steps(_names(libraries, stale))
     return library_drift(libraries, states, stale), tuple(s.node for s in states)
 
@@ -384,7 +412,7 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
             if now == old:
                 notes.append(f"{state.node}: {lib.name} already runs the kept code")
                 continue
-            swap = keeper_source(lib.name, now) if now is not None else None
+            swap = keeper_source(lib.name, now, old) if now is not None else None
             changes.append(Change(state.node, kept.name, kept.code, swap))
             changes.append(Change(state.node, lib.name, now, old))
             registers[lib.name] = _registered(old, lib.name)

@@ -2,7 +2,8 @@
 
 Per node: a library ``missing``, code that ``differs`` from the file, a function of ours
 that another library owns (``taken``: function names are global), a library the lock
-recorded and the directory dropped (``stale``), and a ``signature`` change: a function that
+recorded and the directory dropped (``stale``; ``replaced`` when another library has taken
+its name since), and a ``signature`` change: a function that
 keeps its name but refuses a call its live version took (more required keys or args, fewer
 allowed, a lost ``no-writes``/``allow-oom``/``allow-stale``/``allow-cross-slot-keys``, a gained
 ``no-cluster``), or that is gone. Keys and args of the live version are read from its own
@@ -11,16 +12,16 @@ allowed, a lost ``no-writes``/``allow-oom``/``allow-stale``/``allow-cross-slot-k
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from luapipe.errors import ScriptError
 from luapipe.scripts.drift import Drift
 from luapipe.scripts.header import Param, Signature
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary
-from luapipe.scripts.libstate import LiveLibrary, NodeState
+from luapipe.scripts.libstate import LiveLibrary, NodeState, prunable
 
-__all__ = ["library_drift"]
+__all__ = ["library_drift", "replaced_detail"]
 
 
 #: flags whose removal refuses calls that worked (FCALL_RO, under OOM, on a stale replica,
@@ -90,14 +91,27 @@ def _signature_drift(
     return out
 
 
+def replaced_detail(live_sha: str, locked_sha: str) -> str:
+    """Why ``--prune`` leaves a library the lock recorded: its live code is not ours."""
+    return (
+        f"in the lock, no longer in the directory, but its code there ({live_sha[:12]}) is "
+        f"neither the lock's ({locked_sha[:12]}) nor one luapipe loaded: another library of "
+        "that name, so deploy --prune leaves it and drops the name from the lock"
+    )
+
+
 def library_drift(
-    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], stale: Iterable[str] = ()
+    libraries: Sequence[FunctionLibrary],
+    states: Sequence[NodeState],
+    stale: Mapping[str, str] | None = None,
 ) -> list[Drift]:
     """Per node: a library missing, code that differs from the file (and functions whose
     signature changed), a function of ours another library owns, and a library the lock
-    recorded that the directory no longer has (``stale``) still loaded."""
+    recorded that the directory no longer has (``stale``: name -> the lock's sha1) still
+    loaded: ``stale`` where its code is luapipe's (``--prune`` deletes it), ``replaced``
+    where another library has taken the name (``--prune`` leaves it)."""
     out: list[Drift] = []
-    stale = list(stale)
+    stale = dict(stale or {})
     ours = {f.name: lib.name for lib in libraries for f in lib.functions}
     names = {lib.name for lib in libraries}
     for state in states:
@@ -122,8 +136,13 @@ def library_drift(
                 if owner is not None and owner != lib.name and owner not in names:
                     detail = f"function of library {lib.name!r} is registered by library {owner!r}"
                     out.append(Drift("taken", f.name, state.node, detail))
-        for name in stale:
-            if name in state.libraries:
+        for name, sha in stale.items():
+            live = state.libraries.get(name)
+            if live is None:
+                continue
+            if prunable(state, name, sha):
                 detail = "in the lock, no longer in the directory: deploy --prune deletes it"
                 out.append(Drift("stale", name, state.node, detail))
+            else:
+                out.append(Drift("replaced", name, state.node, replaced_detail(live.sha, sha)))
     return out

@@ -8,12 +8,13 @@
 
 **The rollback copy.** Before ``deploy`` replaces a library on a node, it keeps the code
 it replaces on that node, in a library of its own: ``luapipe_rollback_<name>_kept``, whose
-one function (``no-writes``) of the same name returns that code. (The name never ends in
-ten hex digits, so luapipe's own generated names, ``luapipe_<op>_<hash>``, and their
-garbage collection can never take it.) So the copy lives where the
-code lived: it survives an ephemeral CI runner, replicates to the replicas, is saved in
-the RDB/AOF, is not a key (no eviction, no ``FLUSHALL``, no slot), and ``redis-cli
---cluster add-node`` copies it with the rest. ``deploy --rollback`` reads it back.
+one function (``no-writes``) of the same name returns that code; a comment records the
+sha1 of the code put in its place (so ``--prune`` knows a rolled-back library as ours).
+(The name never ends in ten hex digits, so luapipe's own generated names,
+``luapipe_<op>_<hash>``, and their garbage collection can never take it.) So the copy
+lives where the code lived: it survives an ephemeral CI runner, replicates to the
+replicas, is saved in the RDB/AOF, is not a key (no eviction, no ``FLUSHALL``, no slot),
+and ``redis-cli --cluster add-node`` copies it with the rest. ``deploy --rollback`` reads it back.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ __all__ = [
     "keeper_name",
     "keeper_source",
     "kept_library",
+    "prunable",
     "read_state_steps",
+    "successor_sha",
 ]
 
 ROLLBACK_PREFIX = "luapipe_rollback_"
@@ -56,17 +59,21 @@ def kept_library(name: str) -> str | None:
     return None
 
 
-def keeper_source(library: str, code: str) -> str:
-    """The rollback copy of ``code`` (the code ``library`` had), as a library."""
+def keeper_source(library: str, code: str, successor: str | None = None) -> str:
+    """The rollback copy of ``code`` (the code ``library`` had), as a library;
+    ``successor``: the code luapipe puts in its place (its sha1 is recorded, so that
+    ``--prune`` knows the live code as luapipe's own after a rollback)."""
     level = 1
     while f"]{'=' * level}]" in code:
         level += 1
     eq = "=" * level
     name = keeper_name(library)
+    replaced = f"-- replaced by sha1 {library_sha(successor)}\n" if successor is not None else ""
     return (
         f"#!lua name={name}\n"
         f"-- The code library '{library}' had before `luapipe deploy` replaced it,\n"
         f"-- kept for `luapipe deploy --rollback`. sha1 {library_sha(code)}\n"
+        f"{replaced}"
         f"local code = [{eq}[\n{code}]{eq}]\n"
         f"redis.register_function{{function_name = '{name}', "
         "callback = function() return code end, flags = {'no-writes'}}\n"
@@ -74,6 +81,7 @@ def keeper_source(library: str, code: str) -> str:
 
 
 _KEPT = re.compile(r"^local code = \[(=+)\[\n", re.M)
+_SUCCESSOR = re.compile(r"^-- replaced by sha1 ([0-9a-f]{40})$", re.M)
 
 
 def kept_code(keeper: str) -> str | None:
@@ -83,6 +91,14 @@ def kept_code(keeper: str) -> str | None:
         return None
     end = keeper.rfind(f"]{m[1]}]")
     return keeper[m.end() : end] if end >= m.end() else None
+
+
+def successor_sha(keeper: str) -> str | None:
+    """The sha1 of the code luapipe loaded in place of the code a rollback copy keeps
+    (None: not recorded, a copy written by an older luapipe)."""
+    m = _KEPT.search(keeper)
+    found = _SUCCESSOR.search(keeper, 0, m.start() if m else 0)
+    return found[1] if found else None
 
 
 @dataclass(frozen=True)
@@ -157,6 +173,22 @@ def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
             if lib.name == name:  # LIBRARYNAME is a pattern: keep the exact name only
                 libraries[name] = lib
     return NodeState(node, primary, replicas, libraries, owners, primary_of)
+
+
+def prunable(state: NodeState, library: str, locked_sha: str) -> bool:
+    """Whether ``--prune`` may delete ``library`` (and its rollback copy) on that node: it
+    is absent, or its live code is luapipe's own: the lock's (``locked_sha``), the code a
+    deploy or rollback of luapipe put there last (recorded in the rollback copy: after a
+    rollback the live code legitimately differs from the lock) or the code the copy keeps.
+    Any other code under that name is someone else's library: never deleted."""
+    live = state.libraries.get(library)
+    if live is None or live.sha == locked_sha:
+        return True
+    keeper = state.libraries.get(keeper_name(library))
+    if keeper is None:
+        return False
+    kept = kept_code(keeper.code)
+    return live.sha in (successor_sha(keeper.code), kept and library_sha(kept))
 
 
 def read_state_steps(libraries: Sequence[str]) -> Steps[list[NodeState]]:
