@@ -393,18 +393,32 @@ def test_lint_reports_a_library_that_fails_at_load_time_and_name_clashes(tmp_pat
             "broken.lua": "#!lua name=broken\nlocal x = KEYS\n",
             "stock.lua": GOOD,
             "peek.lua": "return 1\n",
+            "typo.lua": "#!lua name=typo\nredis.register_function('t', function() end\n",
         },
     )
     found = lint_directory(d)
     errors = [i for i in found.issues if i.severity == "error"]
     assert [(i.location.split("/")[-1], i.code) for i in errors] == [
-        ("broken.lua:2", "LP002"),
+        ("broken.lua:2", "LP002"),  # fails at load time: not a syntax error
         ("peek.lua", "LP002"),
         ("stock.lua", "LP002"),
+        ("typo.lua:3", "LP001"),  # a library's syntax error is coded as a script's
     ]
     assert "duplicate name 'peek'" in errors[1].message
     res = CliRunner().invoke(main, ["scripts", "lint", "--dir", str(d)])
-    assert res.stdout.splitlines()[-1] == "2 scripts, 1 library, 3 errors, 3 warnings"
+    # broken libraries count as libraries, not scripts
+    assert res.stdout.splitlines()[-1] == "1 script, 3 libraries, 4 errors, 3 warnings"
+    res = CliRunner().invoke(main, ["scripts", "list", "--dir", str(d)])
+    assert res.stderr == "1 script and 3 libraries of 4 cannot be used\n"
+    listed = json.loads(
+        CliRunner().invoke(main, ["scripts", "list", "--json", "--dir", str(d)]).stdout
+    )
+    assert {row["name"]: row.get("kind") for row in listed if row["problem"]} == {
+        "broken": "library",
+        "peek": None,
+        "stock": "library",
+        "typo": "library",
+    }
 
 
 def test_the_load_time_sandbox_is_bounded_in_memory() -> None:

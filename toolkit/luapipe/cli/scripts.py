@@ -14,6 +14,7 @@ from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError, mask_url
 from luapipe.scripts.deploy import LOCK_NAME, DeployReport, Drift, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
+from luapipe.scripts.problems import counted
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import one_line
 from luapipe.wire.connect import resolve_url
@@ -52,8 +53,7 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
             for f in row.get("functions", ()):
                 click.echo(f"{'  ' + one_line(f['name']):<{width}} {_signature_text(f)}")
         if reg.problems:
-            n = len(reg.problems)
-            click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)
+            click.echo(f"{counted(reg.problems)} of {len(rows)} cannot be used", err=True)
     if reg.problems:
         sys.exit(1)
 

@@ -77,8 +77,14 @@ def _per_file(
     for clash in clashes:
         for path, _ in clash[1]:
             by_file.setdefault(path, []).append(clash)
+    shelf = {lib.path or lib.name for lib in libraries}
     return [
-        ScriptProblem.of(names[path], path, DuplicateScriptError(f"{path}: {_clash_message(c)}"))
+        ScriptProblem.of(
+            names[path],
+            path,
+            DuplicateScriptError(f"{path}: {_clash_message(c)}"),
+            library=path in shelf,
+        )
         for path, c in sorted(by_file.items())
     ]
 
