@@ -89,6 +89,15 @@ def test_deploy_loads_every_primary_and_check_sees_every_node(
     assert res.stdout.startswith("no drift: 0 scripts, 2 libraries, nodes ")
     assert len(res.stdout.split("nodes ")[1].split(", ")) == 6  # replicas are checked too
     write(d, {"stock.lua": STOCK_V2})
+    res = run("deploy", "--check", "--dir", str(d), "--url", clean.url)
+    assert res.exit_code == 1
+    found = [ln.split(" (")[0] for ln in res.stdout.splitlines()]
+    assert [ln for ln in found if ln.startswith("signature")] == [  # once, as deploy says
+        "signature: stock_reserve on 6 nodes",
+        "signature: stock_left on 6 nodes",
+    ]
+    assert sum(ln.startswith("differs: stock on ") for ln in found) == 6  # each node's state
+    assert found[-1] == "drift: 9 differences"  # changed in the lock, 6 differs, 2 signatures
     res = run("deploy", "--dir", str(d), "--url", clean.url)
     assert res.exit_code == 0, res.output
     assert [ln.split(" (")[0] for ln in res.stderr.splitlines()] == [  # once, not per node

@@ -275,13 +275,14 @@ def deploy_cmd(
     if as_json:
         common.emit_json(report.as_dict())
     elif check:
-        for d in report.drift:
-            click.echo(str(d))
+        lines = _check_lines(report.drift)
+        for line in lines:
+            click.echo(line)
         scope = f"{_scope(report)}, nodes {', '.join(report.nodes)}"
         if report.ok:
             click.echo(f"no drift: {scope}")
         else:
-            click.echo(f"drift: {common.plural(len(report.drift), 'difference')} ({scope})")
+            click.echo(f"drift: {common.plural(len(lines), 'difference')} ({scope})")
     else:
         _deploy_text(report, rollback)
     if not report.ok:
@@ -330,6 +331,26 @@ def _grouped(found: tuple[Drift, ...]) -> list[str]:
         on = where[0] if len(where) == 1 else f"{len(where)} nodes"
         out.append(str(Drift(kind, name, on, detail)))
     return out
+
+
+def _check_lines(drift: tuple[Drift, ...]) -> list[str]:
+    """``deploy --check``'s lines: one per finding and node, except a ``signature`` change
+    (the same on every node holding the live code): once, ``on 6 nodes``, where it is first
+    found, as ``deploy`` prints it. A node's state (missing, differs, taken...) keeps its
+    own line: which node is what an operator acts on."""
+    out: list[str] = []
+    groups: dict[tuple[str, str], list[Drift]] = {}
+    for d in drift:
+        if d.kind != "signature":
+            out.append(str(d))
+            continue
+        key = (d.name, d.detail)
+        if key not in groups:
+            groups[key] = []
+            out.append("")  # its place, filled below
+        groups[key].append(d)
+    lines = iter(line for found in groups.values() for line in _grouped(tuple(found)))
+    return [line or next(lines) for line in out]
 
 
 def _deploy_dir(directory: str | None) -> Path:
