@@ -175,13 +175,18 @@ def test_a_taken_function_name_refuses_the_deploy_before_anything_is_sent(
     tmp_path: Path, shared: redis.Redis, url: str
 ) -> None:
     shared.function_load("#!lua name=squatter\nredis.register_function('hello', function() end)")
-    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    script = "return 'taken test'\n"
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO, "n.lua": script})
+    shared.script_flush()
     shared.config_resetstat()
     res = run("deploy", "--dir", str(d), "--url", url)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: nothing deployed: a function name is taken: taken: hello")
     assert loads(shared) == 0 and code_of(shared, "stock") is None
+    assert calls(shared, "script|load") == 0  # the scripts neither: nothing was sent
+    assert shared.script_exists(hashlib.sha1(script.encode()).hexdigest()) == [False]
     assert not (d / "luapipe.lock.json").exists()
+    shared.function_delete("squatter")
 
 
 CASED = "#!lua name=cased\nredis.register_function('Cased_Get', function() return 1 end)\n"

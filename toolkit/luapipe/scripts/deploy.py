@@ -34,6 +34,7 @@ from typing import Any
 import redis
 
 from luapipe.errors import ScriptError
+from luapipe.scripts.calls import load_steps
 from luapipe.scripts.drift import Drift
 from luapipe.scripts.libdeploy import (
     LibraryOutcome,
@@ -158,7 +159,9 @@ def deploy(
 
     An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
     file's directory) before anything is sent or written; so does a lenient registry with
-    :attr:`~ScriptRegistry.problems` (all or nothing), naming every broken file."""
+    :attr:`~ScriptRegistry.problems` (all or nothing), naming every broken file. Every
+    node's libraries are read and checked (a function name another library owns, a
+    replica's URL) before anything is sent: the scripts are loaded after that check."""
     require_sync(client, "deploy")
     doing = (
         "nothing checked" if check else "nothing rolled back" if rollback else "nothing deployed"
@@ -196,11 +199,13 @@ def deploy(
         return replace(_report(lock_path, reg, names, None), drift=tuple(drift))
     lock = read_lock_file(lock_path) if lock_path.exists() else Lock({})  # refuse a broken one
     gone = {n: sha for n, sha in lock.libraries.items() if n not in {lib.name for lib in libraries}}
-    if len(reg):
-        reg.load(client)
+    scripts = load_steps(list(reg), reg.known, reg.problems) if len(reg) else None
     outcome = None
-    if libraries or (prune and gone):
-        outcome = drive(deploy_libraries_steps(libraries, prune=gone if prune else {}), client)
+    if libraries or (prune and gone):  # libraries checked first, then scripts, then changes
+        steps = deploy_libraries_steps(libraries, prune=gone if prune else {}, scripts=scripts)
+        outcome = drive(steps, client)
+    elif scripts is not None:
+        drive(scripts, client)
     loaded = [n.node for n in reg.status(client)] if len(reg) else []
     kept = {} if prune else gone  # until --prune deletes them (or leaves another team's)
     shas = {s.name: s.sha for s in reg}

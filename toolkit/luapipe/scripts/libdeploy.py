@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
@@ -279,14 +280,20 @@ def _left(states: Sequence[NodeState], prune: Mapping[str, str]) -> list[Drift]:
 
 
 def deploy_libraries_steps(
-    libraries: Sequence[FunctionLibrary], *, prune: Mapping[str, str] | None = None
+    libraries: Sequence[FunctionLibrary],
+    *,
+    prune: Mapping[str, str] | None = None,
+    scripts: Steps[Any] | None = None,
 ) -> Steps[LibraryOutcome]:
     """Load every library where a primary lacks its code (and delete the ``prune`` ones:
     name -> the lock's sha1), keeping each replaced code in the node's rollback copy; then
     confirm every node.
 
     A ``prune`` library whose live code is not luapipe's (:func:`prunable`: another team
-    loaded a library of that name since) is left as it is, a ``replaced`` warning."""
+    loaded a library of that name since) is left as it is, a ``replaced`` warning.
+    ``scripts``: the steps that load the directory's scripts, run once every node has
+    been read and checked (a function name taken, a replica's URL refuse the deploy before
+    anything is sent, scripts included) and before any library is changed."""
     prune = dict(prune or {})
     names = _names(libraries, prune)
     states = yield from read_state_steps(names)
@@ -295,6 +302,8 @@ def deploy_libraries_steps(
     if conflicts:
         listed = "; ".join(str(d) for d in conflicts)
         raise ServerError(f"nothing deployed: a function name is taken: {listed}")
+    if scripts is not None:
+        yield from scripts
     warnings = [d for d in library_drift(libraries, states) if d.kind == "signature"]
     warnings += _left(states, prune)
     plan: dict[str, list[Change]] = {}
