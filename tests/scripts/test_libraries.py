@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from luapipe.cli import main
 from luapipe.errors import DuplicateScriptError, ScriptError, UnknownScriptError
+from luapipe.scripts import libsandbox
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.lint import lint_directory
 from luapipe.scripts.registry import ScriptRegistry
@@ -421,7 +422,42 @@ def test_lint_reports_a_library_that_fails_at_load_time_and_name_clashes(tmp_pat
     }
 
 
-def test_the_load_time_sandbox_is_bounded_in_memory() -> None:
-    source = "#!lua name=big\nlocal t, i = {}, 0\nwhile true do i = i + 1; t[i] = i end\n"
-    with pytest.raises(ScriptError, match=r"^big\.lua:3: at load time: .* needs more than 64 MB"):
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        # a long loop: the line the loop allocates on
+        ("local t, i = {}, 0\nwhile true do i = i + 1; t[i] = i end\n", 3),
+        # a short one: ten string doublings past 64 MB (it said line 1, where the count
+        # hook had last looked, or nothing ran the hook at all)
+        ("local s = 'x'\n\nfor _ = 1, 40 do\n  s = s .. s\nend\n", 5),
+        # in a helper the top level calls: the helper's line
+        ("local t = {}\nlocal function fill(n)\n  for i = 1, n do\n    t[i] = {i}\n"
+         "  end\nend\nfill(1e9)\n", 5),
+        # in redis.log's arguments, built by the library: its line, not the harness's
+        ("local s = 'x'\nfor _ = 1, 40 do\n  redis.log(redis.LOG_DEBUG, s)\n"
+         "  s = s .. s\nend\n", 5),
+    ],
+)  # fmt: skip
+def test_the_load_time_sandbox_is_bounded_in_memory_and_names_the_line_that_allocated(
+    body: str, line: int
+) -> None:
+    source = f"#!lua name=big\n{body}redis.register_function('f', function() end)\n"
+    with pytest.raises(ScriptError) as found:
         parse_library(source, path="big.lua")
+    assert str(found.value) == (
+        f"big.lua:{line}: at load time: the library's top level needs more than 64 MB"
+    )
+
+
+def test_out_of_memory_without_a_line_to_name_says_while_loading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The line comes from a rerun with a line hook; if that rerun cannot tell (here: out
+    of time first), the error names no line rather than a wrong one."""
+    monkeypatch.setattr(libsandbox, "_TRACE_CPU_SECONDS", 0.0)
+    source = "#!lua name=big\nlocal t, i = {}, 0\nwhile true do i = i + 1; t[i] = i end\n"
+    with pytest.raises(ScriptError) as found:
+        parse_library(source, path="big.lua")
+    assert str(found.value) == (
+        "big.lua: while loading: the library's top level needs more than 64 MB"
+    )
