@@ -22,6 +22,7 @@ from click.testing import CliRunner, Result
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 from luapipe.errors import ServerError
+from luapipe.scripts import deploy as deploy_module
 from luapipe.scripts.libdeploy import (
     check_libraries_steps,
     deploy_libraries_steps,
@@ -31,6 +32,7 @@ from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.libstate import keeper_name, keeper_source, kept_code
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.wire import drivers
+from luapipe.wire.routing import SendEach
 
 from ..drivers import Driver
 from ..helpers import calls
@@ -441,30 +443,82 @@ def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(
     }
 
 
-#: a library the sandbox (Redis 7.0.0) loads but a newer server refuses: the top level of
-#: the server's version reads a global that does not exist at load time
-NEWER_FAILS = (
-    "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
-    "if redis.REDIS_VERSION_NUM > 0x070000 then local _ = no_such_global end\n"
-)
+FUSSY = "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
+#: another deploy's fussy, loaded between this deploy's read and its loads
+RACER = FUSSY.replace("return 1", "return 'racer'")
+
+
+def _racing(steps: Any, meanwhile: Any) -> Any:
+    """``steps``, with ``meanwhile()`` run just before the first batch that changes a
+    library (after every node was read and checked): another client acting in between."""
+    reply = None
+    while True:
+        try:
+            request = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        parts = request.parts if isinstance(request, SendEach) else ()
+        if meanwhile and any(
+            c.args[:2] in (("FUNCTION", "LOAD"), ("FUNCTION", "DELETE"))
+            for part in parts
+            for c in part.batch
+        ):
+            meanwhile()
+            meanwhile = None
+        reply = yield request
+
+
+@pytest.fixture
+def racer(shared: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``racer()`` arms it: during the next deploy, another deploy loads its own 'fussy'
+    between this one's read and its loads."""
+    original = deploy_module.deploy_libraries_steps
+    armed: list[bool] = []
+
+    def race() -> None:
+        if armed:
+            armed.clear()
+            shared.function_load(RACER)
+
+    def racing(*args: Any, **kw: Any) -> Any:
+        return _racing(original(*args, **kw), race)
+
+    monkeypatch.setattr(deploy_module, "deploy_libraries_steps", racing)
+    yield lambda: armed.append(True)
+    assert code_of(shared, "fussy") == RACER  # put back: only what this deploy did
+    shared.function_delete("fussy")
 
 
 def test_a_deploy_refused_midway_puts_back_what_it_changed_and_says_so(
-    tmp_path: Path, shared: redis.Redis, url: str
+    tmp_path: Path, shared: redis.Redis, url: str, racer: Any
 ) -> None:
     d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
     assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
     lock = (d / "luapipe.lock.json").read_text()
-    write(d, {"stock.lua": STOCK_V2, "fussy.lua": NEWER_FAILS})
+    write(d, {"stock.lua": STOCK_V2, "fussy.lua": FUSSY})
+    racer()
     res = run("deploy", "--dir", str(d), "--url", url)
     node = url.split("//")[1].split("/")[0]
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
-    assert res.stderr.startswith(f"error: deploy failed on {node}: load fussy: ERR Error")
-    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert res.stderr == (
+        f"error: deploy failed on {node}: load fussy: ERR Library 'fussy' already exists; "
+        f"put back the libraries it had changed on {node}\n"
+    )
     assert code_of(shared, "stock") == STOCK_V1  # replaced, then put back
     assert code_of(shared, keeper_name("stock")) is None  # the copy it made is gone too
-    assert code_of(shared, "fussy") is None
     assert (d / "luapipe.lock.json").read_text() == lock
+
+
+def test_a_refused_first_load_still_puts_back_the_loads_the_server_went_on_with(
+    tmp_path: Path, shared: redis.Redis, url: str, racer: Any
+) -> None:
+    d = write(tmp_path / "s", {"fussy.lua": FUSSY, "hello.lua": HELLO})
+    racer()
+    res = run("deploy", "--dir", str(d), "--url", url)  # fussy (refused), then hello (loaded)
+    node = url.split("//")[1].split("/")[0]
+    assert res.exit_code == 1
+    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert code_of(shared, "hello") is None  # and the racer's fussy is left: see racer
 
 
 def _steps(driver: Driver, client: Any, steps: Any) -> Any:
@@ -573,14 +627,3 @@ def test_a_bad_libraries_section_of_the_lock_names_its_line(
     res = run("deploy", "--check", "--dir", str(d), "--url", url)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith(f"error: {d / 'luapipe.lock.json'}{says}"), res.stderr
-
-
-def test_a_refused_first_load_still_puts_back_the_loads_the_server_went_on_with(
-    tmp_path: Path, shared: redis.Redis, url: str
-) -> None:
-    d = write(tmp_path / "s", {"fussy.lua": NEWER_FAILS, "hello.lua": HELLO})
-    res = run("deploy", "--dir", str(d), "--url", url)  # fussy (refused), then hello (loaded)
-    node = url.split("//")[1].split("/")[0]
-    assert res.exit_code == 1
-    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
-    assert code_of(shared, "hello") is None and code_of(shared, "fussy") is None

@@ -164,23 +164,26 @@ def apply_steps(plan: Mapping[str, list[Change]], what: str) -> Steps[list[Chang
         return []
     answers = yield SendEach(tuple(Send([c.command() for c in plan[n]], n) for n in nodes))
     failed: dict[str, str] = {}
-    changed: list[str] = []
+    applied: dict[str, list[Change]] = {}  # per node, the changes to put back on failure
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, LuapipeError):
             failed[node] = str(answer)
             if not isinstance(answer, ConnectionFailed):  # it may have run: put it back too
-                changed.append(node)
+                applied[node] = plan[node]
             continue
         refused = _refused(plan[node], answer)
-        if refused is None:
-            changed.append(node)
-            continue
-        failed[node] = refused[1]
-        if any(not isinstance(reply, ReplyError) for reply in answer):
-            changed.append(node)  # the server went on past the refused one
+        if refused is not None:
+            failed[node] = refused[1]
+        # only what the server did: a refused load of a library that appeared since the
+        # read ("already exists") must not delete that library when putting back
+        done = [c for c, reply in zip(plan[node], answer, strict=True)
+                if not isinstance(reply, ReplyError)]  # fmt: skip
+        if done:
+            applied[node] = done
     if not failed:
         return [c for n in nodes for c in plan[n]]
-    undo = {n: [c.undone() for c in reversed(plan[n])] for n in changed}
+    changed = list(applied)
+    undo = {n: [c.undone() for c in reversed(applied[n])] for n in changed}
     back = yield SendEach(tuple(Send([c.command() for c in undo[n]], n) for n in changed))
     not_back: dict[str, str] = {}
     for node, answer in zip(changed, back, strict=True):
