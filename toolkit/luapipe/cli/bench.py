@@ -171,6 +171,7 @@ def _finish(
 @click.argument("specs", nargs=-1)
 @click.option(
     "--url",
+    callback=common.checked_url(common.TCP_SCHEMES),
     help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
     "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
 )
@@ -228,6 +229,13 @@ def _finish(
     help="ops per call (one server): N operations batched as each form allows",
 )
 @click.option(
+    "--tasks",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="asyncio tasks per client (requests in flight); > 1 adds the auto-pipelined forms",
+)
+@click.option(
     "--rate",
     type=float,
     callback=_finite(0, inclusive=False),
@@ -249,6 +257,7 @@ def bench(
     rounds: int,
     contention: str,
     batch: int,
+    tasks: int,
     rate: float | None,
     seed: int,
     no_bystander: bool,
@@ -275,6 +284,8 @@ def bench(
         click.echo("\n".join(rep.lines()))
         _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
         return
+    if tasks > 1 and (rate is not None or batch > 1):
+        raise click.UsageError("--tasks > 1 runs closed loops of single calls: drop --rate/--batch")
     workloads = resolve_workloads(  # every name and spec checked before a server starts
         list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
     )
@@ -287,6 +298,7 @@ def bench(
         rate=rate,
         bystander=not no_bystander,
         seed=seed,
+        tasks=tasks,
     )
     with common.bench_server(url) as target:
         result = run_bench(target, workloads, config, progress=_progress())
@@ -315,6 +327,7 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
 @click.command()
 @click.option(
     "--url",
+    callback=common.checked_url(common.TCP_SCHEMES),
     help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
     "[default: a private redis-server; REDIS_URL is not used]",
 )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
 from luapipe.scripts.fcall import FunctionCall, heal_batch, read_heal
@@ -28,11 +29,13 @@ from luapipe.scripts.protocol import (
     script_error,
     script_result,
 )
-from luapipe.scripts.script import LuaScript
-from luapipe.wire.policy import RetryPolicy
+from luapipe.scripts.script import LuaScript, param_name
+from luapipe.wire.limits import BulkLimits, Sized, might_exceed, sizes_steps
+from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
     Locate,
+    LocateMany,
     Nodes,
     Refresh,
     Send,
@@ -44,10 +47,14 @@ from luapipe.wire.routing import (
     slot_of,
 )
 
+T = TypeVar("T")
+
 __all__ = [
     "NodeStatus",
     "ScriptState",
     "call_steps",
+    "again_if_not_run",
+    "eval_steps",
     "execute_steps",
     "flush_steps",
     "function_call_steps",
@@ -193,7 +200,7 @@ def after_evalsha(
         return redirect
     script = call.script
     if not reply.is_noscript:
-        raise script_error(script, reply.text)
+        raise script_error(script, reply.text, reply.where, reply.command)
     known.discard(node, script.sha)
     (reply,) = yield Send([call.eval()], node, asking)
     redirect = Redirect.of(reply)
@@ -235,6 +242,7 @@ def call_steps(
             return outcome
         yield Refresh(outcome, policy.refresh_delay(0))
     slot = slot_of(call.keys) if cluster else None
+    yield from size_steps([call], [slot], known.limits)
     return (
         yield from on_slot_node(
             lambda node, asking: call_on_node(call, known, node, asking),
@@ -244,6 +252,39 @@ def call_steps(
             read_only=call.script.read_only,
         )
     )
+
+
+# -- sizes -------------------------------------------------------------------------------
+def _values(entry: Entry) -> Sequence[Any]:
+    return entry.args[1:] if isinstance(entry, Command) else (*entry.keys, *entry.args)
+
+
+def _sized(entry: Entry) -> list[Sized]:
+    if isinstance(entry, Command):
+        return [(f"pipeline command {entry.name}", "args", entry.args[1:], lambda i: "")]
+    callee = entry.script if isinstance(entry, ScriptCall) else entry.function
+    who = f"{'script' if isinstance(entry, ScriptCall) else 'function'} {callee.name!r}"
+    return [
+        (who, "keys", entry.keys, partial(param_name, callee.keys)),
+        (who, "args", entry.args, partial(param_name, callee.args)),
+    ]
+
+
+def size_steps(
+    entries: Sequence[Entry], slots: Sequence[int | None], known: BulkLimits | None = None
+) -> Steps[None]:
+    """Refuse, before anything is sent, a key or argument longer than its node's
+    proto-max-bulk-len (only when a value is 1 MB or more; ``known`` remembers the limits:
+    see wire.limits)."""
+    big = [i for i, e in enumerate(entries) if might_exceed(_values(e))]
+    if not big:
+        return
+    nodes = yield LocateMany(tuple(slots[i] for i in big))
+    per_node: dict[str, list[Sized]] = {}
+    for i, node in zip(big, nodes, strict=True):
+        per_node.setdefault(node, []).extend(_sized(entries[i]))
+    for node, items in per_node.items():
+        yield from sizes_steps(node, items, known)
 
 
 # -- one function call ---------------------------------------------------------------------
@@ -286,6 +327,7 @@ def function_call_steps(
             return outcome
         yield Refresh(outcome, policy.refresh_delay(0))
     slot = slot_of(call.keys) if cluster else None
+    yield from size_steps([call], [slot])
 
     def attempt(node: str, asking: bool) -> Steps[Any]:
         (reply,) = yield Send([call.fcall_args()], node, asking)
@@ -340,6 +382,7 @@ def execute_steps(
     node that refused the connection) are routed again; anything that may have run is
     never re-sent."""
     slots = (yield from _slots(entries, transaction)) if cluster else [None] * len(entries)
+    yield from size_steps(entries, slots, known.limits)
     reloads = 0
 
     def part(node: str, asking: bool, idx: list[int]) -> Steps[list[Any]]:
@@ -351,3 +394,51 @@ def execute_steps(
 
     results = yield from per_node(slots, part, policy)
     return results, reloads
+
+
+# -- a call through an auto-pipeline -------------------------------------------------------
+def again_if_not_run(outcome: LuapipeError, again: Steps[T], policy: RetryPolicy) -> Steps[T]:
+    """After a write that failed with ``outcome``: ``again`` if it provably did not run
+    (after the slot map is re-read; on one server the cause stands, raised), else
+    ``outcome`` raised: what may have run is never sent again."""
+    cause = did_not_run(outcome)
+    if cause is None:
+        raise outcome
+    yield Refresh(cause, policy.refresh_delay(0))
+    return (yield from again)
+
+
+def eval_steps(
+    call: ScriptCall, policy: RetryPolicy, *, cluster: bool, first: tuple[str | None, Any]
+) -> Steps[Any]:
+    """A script call sent as EVAL (an auto-pipeline's form: a flushed cache cannot refuse
+    it, so no later call can overtake it), carried on from the ``first`` outcome that was
+    not a value: ``(node, reply)``, or ``(node, error)`` for a write that failed. The
+    script's error is raised; a redirect, or a write that provably never left, is routed
+    again; anything that may have run is raised, never re-sent."""
+    _, outcome = first
+    cause = did_not_run(outcome)
+    if cause is None:
+        if isinstance(outcome, LuapipeError):
+            raise outcome
+        return _raise_or_return(script_result(call.script, outcome))
+    ask = isinstance(cause, Redirect) and cause.ask is not None
+    yield Refresh(cause, 0.0 if ask else policy.refresh_delay(0))
+
+    def attempt(at: str, asking: bool) -> Steps[Any]:
+        (reply,) = yield Send([call.eval()], at, asking)
+        redirect = Redirect.of(reply)
+        if redirect is not None:
+            return redirect
+        return _raise_or_return(script_result(call.script, reply))
+
+    slot = slot_of(call.keys) if cluster else None
+    return (
+        yield from on_slot_node(
+            attempt,
+            slot,
+            policy,
+            what=f"script {call.script.name!r}",
+            read_only=call.script.read_only,
+        )
+    )

@@ -9,7 +9,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from luapipe.errors import CallArgumentError
+from luapipe.errors import CallArgumentError, mask_url, printable_url
 
 __all__ = [
     "AsyncClient",
@@ -43,12 +43,17 @@ def is_async_client(client: object) -> bool:
     found = _IS_ASYNC.get(kind)
     if found is not None:
         return found
-    if isinstance(client, _ASYNC):
+    marked = getattr(kind, "luapipe_async", None)  # an auto-pipeline says which it wraps
+    if isinstance(marked, bool):
+        found = marked
+    elif isinstance(client, _ASYNC):
         found = True
     elif isinstance(client, _SYNC):
         found = False
     else:
-        shown = repr(client) if len(repr(client)) <= 60 else repr(client)[:57] + "..."
+        # a URL is shown as printable_url shows it, before any cut (a cut URL hides nothing)
+        text = repr(printable_url(client)) if isinstance(client, str) else mask_url(repr(client))
+        shown = text if len(text) <= 60 else text[:57] + "..."
         hint = "; make one with redis.Redis.from_url(url)" if isinstance(client, str) else ""
         raise CallArgumentError(
             "expected a redis-py client (redis.Redis, redis.cluster.RedisCluster or their "
@@ -59,7 +64,9 @@ def is_async_client(client: object) -> bool:
 
 
 def is_cluster(client: object) -> bool:
-    """A cluster client, sync or asyncio."""
+    """A cluster client, sync or asyncio (or an auto-pipeline over one)."""
+    if getattr(type(client), "luapipe_autopipeline", False):
+        return bool(getattr(client, "on_cluster", False))
     return isinstance(client, _CLUSTER)
 
 
