@@ -461,3 +461,23 @@ def test_out_of_memory_without_a_line_to_name_says_while_loading(
     assert str(found.value) == (
         "big.lua: while loading: the library's top level needs more than 64 MB"
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "name"),
+    [
+        ("7.0.0", "v_7_0_0_458752"),  # no server at hand: the oldest with Functions
+        ("7.2.6", "v_7_2_6_459270"),  # what Redis 7.2.6 registers (observed)
+        ("7.2.4", "v_7_2_4_459268"),  # Valkey 8.0.1: its redis_version and REDIS_VERSION
+    ],
+)
+def test_the_sandbox_says_the_redis_version_it_is_given_as_the_server_does(
+    version: str, name: str
+) -> None:
+    source = (
+        "#!lua name=v\nlocal v, n = redis.REDIS_VERSION, redis.REDIS_VERSION_NUM\n"
+        "redis.register_function('v_' .. v:gsub('%.', '_') .. '_' .. n, function() end)\n"
+    )
+    lib = parse_library(source, version=version)
+    assert (lib.function_names, lib.version) == ((name,), version)
+    assert libsandbox.version_num(version) == int(name.rsplit("_", 1)[1])

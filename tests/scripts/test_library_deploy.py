@@ -443,6 +443,74 @@ def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(
     }
 
 
+#: registers geo_peek only on a server newer than 7.0.0 (the test server is 7.0.x, x > 0):
+#: the pattern of a library using a function only 7.2 has, under a version check
+GEO = (
+    "#!lua name=geo\n"
+    "redis.register_function('geo_get', function(keys) return redis.call('GET', keys[1]) end)\n"
+    "if redis.REDIS_VERSION_NUM > 0x070000 then\n"
+    "  redis.register_function{function_name = 'geo_peek', flags = {'no-writes'},\n"
+    "    callback = function(keys) return redis.call('GET', keys[1]) end}\n"
+    "end\n"
+)
+
+
+def test_a_library_is_read_as_each_node_loads_it_with_that_nodes_redis_version(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    """The sandbox said 7.0.0 to every top level, so on a newer server a function it
+    registers under a version check was missing from the file's functions: --check and
+    deploy called it 'gone from the file' (callers would break) at every change."""
+    d = write(tmp_path / "s", {"geo.lua": GEO})
+    listed = json.loads(run("scripts", "list", "--json", "--dir", str(d)).stdout)
+    assert [f["name"] for f in listed[0]["functions"]] == ["geo_get"]  # no server: 7.0.0
+    assert listed[0]["read_at_redis_version"] == "7.0.0"
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"geo.lua": GEO + "-- v2\n"})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert [line.split(" (")[0] for line in res.stdout.splitlines()[:-1]] == [
+        "changed: geo",
+        f"differs: geo on {node}",  # and no 'signature: geo_peek ... gone from the file'
+    ]
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and not res.stderr, res.output
+    write(d, {"geo.lua": GEO.replace("flags = {'no-writes'}", "flags = {}")})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)  # its flags are compared
+    assert f"signature: geo_peek on {node} (flags [no-writes] -> []: callers" in res.stdout
+
+
+#: fails at load time on any server newer than 7.0.0 (the sandbox's own default)
+NEWER_FAILS = (
+    "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
+    "if redis.REDIS_VERSION_NUM > 0x070000 then local _ = no_such_global end\n"
+)
+
+
+def test_a_library_a_nodes_version_refuses_is_refused_before_anything_is_sent(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    lock = (d / "luapipe.lock.json").read_text()
+    write(d, {"fussy.lua": NEWER_FAILS, "hello.lua": HELLO + "-- v2\n", "n.lua": "return 1"})
+    assert run("scripts", "list", "--dir", str(d)).exit_code == 0  # fine at 7.0.0
+    shared.config_resetstat()
+    res = run("deploy", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    version = shared.info("server")["redis_version"]
+    why = (
+        f"a server with redis_version {version} refuses it: {d / 'fussy.lua'}:3: at load "
+        "time: Script attempted to access nonexistent global variable 'no_such_global'"
+    )
+    assert (res.exit_code, res.stderr) == (1, f"error: nothing deployed: {node}: {why}\n")
+    assert loads(shared) == 0 and calls(shared, "script|load") == 0
+    assert code_of(shared, "hello") == HELLO and code_of(shared, "fussy") is None
+    assert (d / "luapipe.lock.json").read_text() == lock
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert f"refused: fussy on {node} ({why})" in res.stdout.splitlines()
+
+
 FUSSY = "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
 #: another deploy's fussy, loaded between this deploy's read and its loads
 RACER = FUSSY.replace("return 1", "return 'racer'")

@@ -21,7 +21,7 @@ from typing import Any
 
 from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
-from luapipe.scripts.libdrift import library_drift, replaced_detail
+from luapipe.scripts.libdrift import as_loaded, library_drift, refused_detail, replaced_detail
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
@@ -240,13 +240,14 @@ def _conflicts(
 ) -> list[Drift]:
     """Functions of ours another library owns on a primary, that this deploy would not
     free first (by replacing or pruning that library: then it is one of ours)."""
-    ours = {lib.name: lib for lib in libraries}
     out = []
     for state in states:
         if not state.primary:
             continue
+        loaded = as_loaded(libraries, state)[0]
+        ours = {lib.name: lib for lib in loaded}
         pruned = _pruned(state, prune)
-        for lib in libraries:
+        for lib in loaded:
             for f in lib.functions:
                 owner = state.owners.get(f.name.lower())
                 if owner is None or owner == lib.name or owner in pruned:
@@ -256,6 +257,19 @@ def _conflicts(
                 detail = f"function of library {lib.name!r} is registered by library {owner!r}"
                 out.append(Drift("taken", f.name, state.node, detail))
     return out
+
+
+def _refuse_unloadable(libraries: Sequence[FunctionLibrary], states: Sequence[NodeState]) -> None:
+    """A library a primary would refuse (its top level fails with that node's
+    ``REDIS_VERSION``) refuses the deploy before anything is sent, naming every one."""
+    found = [
+        f"{s.node}: {refused_detail(exc, s.version)}"
+        for s in states
+        if s.primary
+        for exc in as_loaded(libraries, s)[1].values()
+    ]
+    if found:
+        raise ScriptError(f"nothing deployed: {'; '.join(found)}")
 
 
 def _need_a_primary(states: Sequence[NodeState], what: str) -> None:
@@ -301,6 +315,7 @@ def deploy_libraries_steps(
     names = _names(libraries, prune)
     states = yield from read_state_steps(names)
     _need_a_primary(states, "deployed")
+    _refuse_unloadable(libraries, states)
     conflicts = _conflicts(libraries, states, prune)
     if conflicts:
         listed = "; ".join(str(d) for d in conflicts)
@@ -313,7 +328,7 @@ def deploy_libraries_steps(
     for state in states:
         if state.primary:
             changes = _order(_node_plan(libraries, state, prune))
-            registers = {lib.name: lib.function_names for lib in libraries}
+            registers = {lib.name: lib.function_names for lib in as_loaded(libraries, state)[0]}
             plan[state.node] = _givers_first(changes, state, registers)
     done = yield from apply_steps(plan, "deploy")
     drift = yield from _wait_steps(plan, states)
@@ -356,10 +371,11 @@ def check_libraries_steps(
     return library_drift(libraries, states, stale), tuple(s.node for s in states)
 
 
-def _registered(code: str, name: str) -> tuple[str, ...]:
-    """The functions kept code registers (none known if it no longer reads)."""
+def _registered(code: str, name: str, version: str) -> tuple[str, ...]:
+    """The functions kept code registers on a node of ``version`` (none known if it no
+    longer reads)."""
     try:
-        return parse_library(code, path=name).function_names
+        return parse_library(code, path=name, version=version).function_names
     except ScriptError:
         return ()
 
@@ -427,7 +443,7 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
             swap = keeper_source(lib.name, now, old) if now is not None else None
             changes.append(Change(state.node, kept.name, kept.code, swap))
             changes.append(Change(state.node, lib.name, now, old))
-            registers[lib.name] = _registered(old, lib.name)
+            registers[lib.name] = _registered(old, lib.name, state.version)
         plan[state.node] = _givers_first(_order(changes), state, registers)
     done = yield from apply_steps(plan, "rollback")
     drift = yield from _wait_steps(plan, states)

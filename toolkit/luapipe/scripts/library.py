@@ -22,7 +22,12 @@ from luapipe.scripts.header import Param
 from luapipe.scripts.script import check_count, check_values
 from luapipe.wire.replies import Value
 
-__all__ = ["FunctionLibrary", "LuaFunction", "library_sha"]
+__all__ = ["BASE_VERSION", "FunctionLibrary", "LuaFunction", "library_sha"]
+
+#: the ``redis.REDIS_VERSION`` a library's top level sees where no server is at hand
+#: (``scripts list``, ``lint``, a registry): 7.0.0, the oldest server with Functions. Where
+#: one is (``deploy``, ``--check``, ``--rollback``), that node's own version is used.
+BASE_VERSION = "7.0.0"
 
 
 def library_sha(source: str) -> str:
@@ -108,6 +113,8 @@ class FunctionLibrary:
     #: function form) or "built" (``luapipe functions build``)
     origin: str = "file"
     line_map: tuple[int, ...] = field(default=(), repr=False)
+    #: the ``redis.REDIS_VERSION`` its top level saw when its functions were read
+    version: str = BASE_VERSION
 
     @classmethod
     def of(
@@ -119,10 +126,12 @@ class FunctionLibrary:
         path: str | None = None,
         origin: str = "file",
         description: str = "",
+        version: str = BASE_VERSION,
     ) -> FunctionLibrary:
-        """A library from its parts (the loader reads them from a file)."""
+        """A library from its parts (the loader reads them from a file); ``version``: the
+        ``redis.REDIS_VERSION`` its functions were read at."""
         sha = library_sha(source)
-        return cls(name, source, sha, tuple(functions), path, description, origin)
+        return cls(name, source, sha, tuple(functions), path, description, origin, version=version)
 
     @property
     def function_names(self) -> tuple[str, ...]:
@@ -136,6 +145,7 @@ class FunctionLibrary:
             "path": self.path,
             "description": self.description,
             "functions": [f.as_dict() for f in self.functions],
+            "read_at_redis_version": self.version,
         }
 
     def function(self, name: str) -> LuaFunction | None:

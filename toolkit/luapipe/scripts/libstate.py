@@ -2,8 +2,10 @@
 
 :func:`read_state_steps` asks every node (primaries and replicas) in one round trip each:
 ``ROLE`` (primary or replica, and how many replicas a primary has), ``FUNCTION LIST``
-(which library owns each function name: names are global) and, for each library of ours,
-``FUNCTION LIST LIBRARYNAME <name> WITHCODE`` and the same for its rollback copy.
+(which library owns each function name: names are global), for each library of ours
+``FUNCTION LIST LIBRARYNAME <name> WITHCODE`` and the same for its rollback copy, and
+``INFO server`` (its ``redis_version``: what ``redis.REDIS_VERSION`` says while a library
+loads there, so a library is read as that node loads it).
 ``LIBRARYNAME`` is a pattern, so only the library of exactly that name is kept.
 
 **The rollback copy.** Before ``deploy`` replaces a library on a node, it keeps the code
@@ -25,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from luapipe.errors import LuapipeError, ServerError
-from luapipe.scripts.library import library_sha
-from luapipe.wire.replies import Command, raise_for
+from luapipe.scripts.library import BASE_VERSION, library_sha
+from luapipe.wire.replies import Command, ReplyError, raise_for
 from luapipe.wire.routing import Nodes, Send, SendEach, Steps
 
 __all__ = [
@@ -133,6 +135,9 @@ class NodeState:
     owners: Mapping[str, str] = field(default_factory=dict)
     #: a replica's primary (``host:port`` from ROLE); None for a primary
     primary_of: str | None = None
+    #: ``redis_version`` from ``INFO server``: what ``redis.REDIS_VERSION`` says while a
+    #: library loads there (Valkey 8 too: 7.2.4); the base version where INFO is refused
+    version: str = BASE_VERSION
 
 
 def _text(value: Any) -> str:
@@ -161,7 +166,23 @@ def _libraries(reply: Any) -> list[LiveLibrary]:
     return out
 
 
+_REDIS_VERSION = re.compile(r"^redis_version:(\S+)", re.M)
+
+
+def _version(reply: Any) -> str:
+    """``redis_version`` of an ``INFO server`` reply (the base version if INFO is refused,
+    as a restricted ACL user may be: it is ``@dangerous``)."""
+    if isinstance(reply, ReplyError | BaseException):
+        return BASE_VERSION
+    if isinstance(reply, dict):  # a parsed INFO
+        return str(reply.get("redis_version", BASE_VERSION))
+    m = _REDIS_VERSION.search(_text(reply))
+    return m[1] if m else BASE_VERSION
+
+
 def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
+    version = _version(replies[-1])
+    replies = replies[:-1]
     role = raise_for(replies[0])
     primary = _text(role[0]) == "master"
     replicas = len(role[2]) if primary and len(role) > 2 else 0
@@ -172,7 +193,7 @@ def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
         for lib in _libraries(reply):
             if lib.name == name:  # LIBRARYNAME is a pattern: keep the exact name only
                 libraries[name] = lib
-    return NodeState(node, primary, replicas, libraries, owners, primary_of)
+    return NodeState(node, primary, replicas, libraries, owners, primary_of, version)
 
 
 def prunable(state: NodeState, library: str, locked_sha: str) -> bool:
@@ -197,6 +218,7 @@ def read_state_steps(libraries: Sequence[str]) -> Steps[list[NodeState]]:
     names = [n for lib in libraries for n in (lib, keeper_name(lib))]
     batch = [Command(("ROLE",)), Command(("FUNCTION", "LIST"))]
     batch += [Command(("FUNCTION", "LIST", "LIBRARYNAME", n, "WITHCODE")) for n in names]
+    batch.append(Command(("INFO", "server")))
     nodes: list[str] = yield Nodes()
     answers = yield SendEach(tuple(Send(batch, node) for node in nodes))
     out = []
