@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
-from luapipe.errors import ServerError
+from luapipe.errors import CallArgumentError, ServerError
 from luapipe.scripts import deploy as deploy_module
 from luapipe.scripts.libdeploy import (
     check_libraries_steps,
@@ -478,6 +478,29 @@ def test_a_library_is_read_as_each_node_loads_it_with_that_nodes_redis_version(
     write(d, {"geo.lua": GEO.replace("flags = {'no-writes'}", "flags = {}")})
     res = run("deploy", "--check", "--dir", str(d), "--url", url)  # its flags are compared
     assert f"signature: geo_peek on {node} (flags [no-writes] -> []: callers" in res.stdout
+
+
+def test_a_function_registered_only_on_newer_servers_is_declared_and_called(
+    tmp_path: Path, shared: redis.Redis
+) -> None:
+    """Read without a server (7.0.0), a library's function under a version check was
+    unknown: its @function block made the file BROKEN, and reg.call refused the name."""
+    block = "-- @function geo_peek\n-- @key k\n"
+    later = GEO.replace("if redis.REDIS_VERSION_NUM", block + "if redis.REDIS_VERSION_NUM")
+    future = later.replace("geo_peek", "geo_next").replace("> 0x070000", ">= 0x630000")
+    d = write(tmp_path / "s", {"geo.lua": later, "future.lua": future.replace("geo", "fut")})
+    listed = run("scripts", "list", "--dir", str(d))
+    assert listed.exit_code == 0, listed.output
+    assert "  geo_peek           keys: k  args: -  [no-writes]  (newer servers only: under a " \
+        "version check)" in listed.stdout.splitlines()  # fmt: skip
+    reg = ScriptRegistry.from_directory(d)
+    shared.set("g", "here")
+    assert reg.call(shared, "geo_peek", keys=["g"]) == b"here"  # this server registers it
+    with pytest.raises(CallArgumentError, match="takes 1 key"):
+        reg.call(shared, "geo_peek")  # checked against its block
+    node = f"{shared.connection_pool.connection_kwargs['host']}:"
+    with pytest.raises(ServerError, match=r"registers no function 'fut_next' on " + node):
+        reg.call(shared, "fut_next", keys=["g"])  # a server that old does not: one line
 
 
 #: fails at load time on any server newer than 7.0.0 (the sandbox's own default)

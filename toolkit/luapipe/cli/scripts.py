@@ -46,12 +46,15 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
         common.emit_json(rows)
     else:
         names = [row["name"] for row in rows]
-        names += [f"  {f['name']}" for row in rows for f in row.get("functions", ())]
+        names += [f"  {f['name']}" for row in rows for f in _functions(row)]
         width = common.name_width(one_line(n) for n in names)
         for row in rows:
             click.echo(f"{one_line(row['name']):<{width}} {_list_text(row)}")
             for f in row.get("functions", ()):
                 click.echo(f"{'  ' + one_line(f['name']):<{width}} {_signature_text(f)}")
+            for f in row.get("later_functions", ()):
+                text = f"{_signature_text(f)}  (newer servers only: under a version check)"
+                click.echo(f"{'  ' + one_line(f['name']):<{width}} {text}")
         if reg.problems:
             click.echo(f"{counted(reg.problems)} of {len(rows)} cannot be used", err=True)
     if reg.problems:
@@ -62,9 +65,14 @@ def _list_text(row: dict[str, Any]) -> str:
     if row["problem"] is not None:
         return f"BROKEN        {row['problem']}"
     if row.get("kind") == "library":
-        n = len(row["functions"])
-        return f"{row['sha'][:12]}  library, {common.plural(n, 'function')}"
+        n, more = len(row["functions"]), len(row.get("later_functions", ()))
+        later = f" (+{more} on newer servers)" if more else ""
+        return f"{row['sha'][:12]}  library, {common.plural(n, 'function')}{later}"
     return f"{row['sha'][:12]}  {_signature_text(row)}"
+
+
+def _functions(row: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*row.get("functions", ()), *row.get("later_functions", ())]
 
 
 def _signature_text(row: dict[str, Any]) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 from luapipe.errors import ScriptError
 from luapipe.scripts.header import TAG_RE, Param, parse_param
 from luapipe.scripts.library import BASE_VERSION, FunctionLibrary, LuaFunction
-from luapipe.scripts.libsandbox import registrations
+from luapipe.scripts.libsandbox import Registration, registrations
 from luapipe.scripts.script import one_line, read_source
 
 __all__ = [
@@ -218,7 +218,8 @@ def parse_library(
                 f"{first})"
             )
         declared[block.name] = block
-    registered = {r.name for r in found}
+    later = _later(source, where, version, {r.name for r in found})
+    registered = {r.name for r in (*found, *later)}
     for block in declared.values():
         if block.name not in registered:
             listed = ", ".join(r.name for r in found)
@@ -226,24 +227,47 @@ def parse_library(
                 f"{where}:{block.line}: @function {block.name} names no function the library "
                 f"registers ({listed})"
             )
-    functions = []
-    for r in found:
+
+    def function(r: Registration) -> LuaFunction:
         found_block = declared.get(r.name)
-        functions.append(
-            LuaFunction(
-                name=r.name,
-                library=name,
-                keys=found_block.keys if found_block else None,
-                args=found_block.args if found_block else None,
-                flags=r.flags,
-                description=(found_block.description if found_block else "") or r.description,
-                line=r.line,
-                returns=found_block.returns if found_block else "",
-            )
+        return LuaFunction(
+            name=r.name,
+            library=name,
+            keys=found_block.keys if found_block else None,
+            args=found_block.args if found_block else None,
+            flags=r.flags,
+            description=(found_block.description if found_block else "") or r.description,
+            line=r.line,
+            returns=found_block.returns if found_block else "",
         )
+
     return FunctionLibrary.of(
-        name, source, functions, path=path, description=_description(lines), version=version
+        name,
+        source,
+        [function(r) for r in found],
+        path=path,
+        description=_description(lines),
+        version=version,
+        later=[function(r) for r in later],
     )
+
+
+#: the newest ``REDIS_VERSION`` there is (an unstable build's), to find the functions a
+#: library registers only on servers newer than the one it is read for
+NEWEST_VERSION = "255.255.255"
+
+
+def _later(source: str, where: str, version: str, found: set[str]) -> list[Registration]:
+    """The functions the newest server registers and ``version`` does not (under a
+    version check): callable, and a ``@function`` block may declare them. Only a library
+    that reads ``REDIS_VERSION`` is run a second time."""
+    if "REDIS_VERSION" not in source or version == NEWEST_VERSION:
+        return []
+    try:
+        newest = registrations(source, where, NEWEST_VERSION)
+    except ScriptError:
+        return []
+    return [r for r in newest if r.name not in found]
 
 
 @functools.lru_cache(maxsize=512)

@@ -115,6 +115,9 @@ class FunctionLibrary:
     line_map: tuple[int, ...] = field(default=(), repr=False)
     #: the ``redis.REDIS_VERSION`` its top level saw when its functions were read
     version: str = BASE_VERSION
+    #: the functions a newer server registers and ``version`` does not (under a version
+    #: check in the top level): callable (a node without them says so), never compared
+    later: tuple[LuaFunction, ...] = ()
 
     @classmethod
     def of(
@@ -127,11 +130,23 @@ class FunctionLibrary:
         origin: str = "file",
         description: str = "",
         version: str = BASE_VERSION,
+        later: Sequence[LuaFunction] = (),
     ) -> FunctionLibrary:
         """A library from its parts (the loader reads them from a file); ``version``: the
-        ``redis.REDIS_VERSION`` its functions were read at."""
+        ``redis.REDIS_VERSION`` its functions were read at; ``later``: those only a newer
+        server registers."""
         sha = library_sha(source)
-        return cls(name, source, sha, tuple(functions), path, description, origin, version=version)
+        return cls(
+            name,
+            source,
+            sha,
+            tuple(functions),
+            path,
+            description,
+            origin,
+            version=version,
+            later=tuple(later),
+        )
 
     @property
     def function_names(self) -> tuple[str, ...]:
@@ -146,9 +161,11 @@ class FunctionLibrary:
             "description": self.description,
             "functions": [f.as_dict() for f in self.functions],
             "read_at_redis_version": self.version,
+            "later_functions": [f.as_dict() for f in self.later],
         }
 
     def function(self, name: str) -> LuaFunction | None:
+        """The function ``name`` registered at :attr:`version` (None: not registered)."""
         for f in self.functions:
             if f.name == name:
                 return f
