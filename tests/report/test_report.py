@@ -224,7 +224,10 @@ def test_report_checks_where_it_writes_before_rendering_anything(tmp_path: Path)
     args = ["report", str(src), "--csv", str(csv), "--html", "/proc/nope/o.html"]
     run = CliRunner().invoke(main, args)
     assert run.exit_code == 1 and run.stdout == "" and not csv.exists(), run.output
-    assert run.stderr == "error: /proc/nope/o.html: cannot write it (No such file or directory)\n"
+    assert run.stderr == (
+        "error: /proc/nope/o.html: cannot write it: directory /proc/nope does not exist "
+        "(create it first)\n"
+    )
 
 
 def test_charts_follow_the_dimensions_measured() -> None:

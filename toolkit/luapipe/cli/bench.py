@@ -383,7 +383,6 @@ def report(results: str, html_path: str | None, csv_path: str | None, wide: bool
     """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
     from luapipe.report import load_results
 
-    _writable(html_path, csv_path)  # before the table is printed or a file written
     data = load_results(results)  # checks the fields the renderers read
     created = _outputs(html_path, csv_path)
     try:
