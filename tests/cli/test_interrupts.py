@@ -225,3 +225,43 @@ def test_a_ctrl_c_while_forking_is_not_lost(forked: str, args: list[str], tmp_pa
     assert forked in lines[-1], lines
     for pid in RUNNING.findall(lines[-1]):
         assert _gone(int(pid)), (pid, lines[-1])
+
+
+def _children(pid: int) -> dict[int, str]:
+    """{pid: command line} of the processes whose parent is ``pid``."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                out[int(stat.parent.name)] = cmdline.decode(errors="replace")
+    return out
+
+
+def test_a_delay_proxy_that_dies_on_its_own_is_reported_as_such(tmp_path: Path) -> None:
+    """The proxy killed during a timed slice: every call through it failed, each slice
+    waited out its probe's patience, and the final calibration wrote to the dead proxy's
+    pipe; the BrokenPipeError was taken for output piped into `head`: exit 0, nothing
+    printed, no table. Now the run stops at the next slice and says what stopped, as it
+    does for the private server."""
+    run = Luapipe("bench", "--rtt", "0.5", "--duration", "60", "--rounds", "20",
+                  "--warmup", "0", "--no-bystander", cwd=tmp_path)  # fmt: skip
+    server = 0
+    try:
+        server = int(RUNNING.findall(run.wait_for("started a private redis-server"))[0])
+        run.wait_for("rtt=0.5")
+        proxies = [p for p, cmd in _children(run.proc.pid).items() if "rttproxy" in cmd]
+        assert len(proxies) == 1, _children(run.proc.pid)
+        os.kill(proxies[0], signal.SIGKILL)
+        exit_code, lines = run.finish(timeout=90)
+    finally:
+        run.kill()
+        if server and not _gone(server):  # killed with luapipe (the planted bug): stop it
+            os.kill(server, signal.SIGTERM)
+    assert exit_code == 1, lines
+    assert lines[-1] == (
+        f"error: the delay proxy (pid {proxies[0]}) stopped on its own (killed by signal 9, "
+        "SIGKILL) during the run, which stopped there"
+    ), lines
+    assert not any("Traceback" in ln for ln in lines), lines

@@ -278,3 +278,35 @@ def test_an_argument_from_a_file_or_stdin(
     assert res.exit_code == 0 and res.output == '["x", 307200, 2]\n', res.output
     res = CliRunner().invoke(main, [*base, "-k", "k", "--arg-file", str(tmp_path / "none")])
     assert res.exit_code == 2 and "none" in res.output
+
+
+def test_output_piped_into_head_ends_quietly_and_another_broken_pipe_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`luapipe scripts list | head -1` exits 0 without a word; but a BrokenPipeError from a
+    pipe or socket of luapipe's own (the delay proxy's control pipe, once the proxy died)
+    was taken for that too: exit 0, nothing printed, the run's result lost."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before luapipe writes its first line
+    done = subprocess.run(
+        [sys.executable, "-m", "luapipe", "scripts", "list"],
+        stdout=write, stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+
+    import luapipe.scripts.registry
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(luapipe.scripts.registry.ScriptRegistry, "from_directory", broken)
+    res = CliRunner().invoke(main, ["scripts", "list"])
+    assert res.exit_code == 1, res.output
+    assert res.output == (
+        "error: a pipe or connection luapipe was writing to was closed ([Errno 32] Broken pipe)\n"
+    )

@@ -113,6 +113,7 @@ class _Run:
         self.parts = [(list(ws), cfg) for ws, cfg in parts]
         self.workloads = [w for ws, _ in self.parts for w in ws]
         self.url, self.config = url, self.parts[0][1]
+        self.proxy: RttProxy | None = None  # the delay proxy, while one runs
         self.node_admin = redis.Redis.from_url(url, socket_timeout=60)
         refuse_fake(self.node_admin)
         self.events = Events()
@@ -190,6 +191,8 @@ class _Run:
         """One form for ``seconds``. Every form of a round draws the same keys and arguments
         (seed + round): their figures pair; the next round draws others."""
         cfg = self.config
+        if self.proxy is not None:  # a proxy that died fails every call through it
+            self.proxy.check()
         self.retry(lambda: w.reset(self.admin), "reset")
         by = bystander if timed else None
         if by is not None:
@@ -374,6 +377,7 @@ def _measure(run: _Run, url: str) -> BenchResult:
     records: list[Record] = []
     cals: dict[float, Calibration] = {}
     proxy = RttProxy(host, port).start() if any(r > 0 for r in rtts) else None
+    run.proxy = proxy
     try:
         for workloads, cfg in run.parts:
             run.config = cfg
@@ -395,7 +399,12 @@ def _measure(run: _Run, url: str) -> BenchResult:
             direct = run.retry(partial(calibrate, proxy, host, port, 0.0), "calibrate")
             calibrations.insert(0, direct)
             manifest["proxy_spin_us"] = proxy.spin_us
+    except (LuapipeError, redis.RedisError, OSError):
+        if proxy is not None:  # (its control pipe: BrokenPipeError) say so, not the symptom
+            proxy.check()
+        raise
     finally:
+        run.proxy = None
         if proxy is not None:
             proxy.stop()
     return finish(

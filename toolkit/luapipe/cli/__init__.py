@@ -11,6 +11,7 @@ package imports click or prints.
 
 from __future__ import annotations
 
+import select
 import signal
 import sys
 import threading
@@ -74,12 +75,27 @@ class LuapipeGroup(click.Group):
         except redis.exceptions.RedisError as exc:  # a library path that did not translate
             url = ctx.meta.get(URL_KEY)
             fail(str(translate(exc, where=printable_url(url) if url else "", sent=True)))
-        except BrokenPipeError:  # output piped into `head`
-            sys.stderr.close()
-            sys.exit(0)
+        except BrokenPipeError as exc:
+            if _stdout_gone():  # output piped into `head`
+                sys.stderr.close()
+                sys.exit(0)
+            # another pipe or socket: a failure, never a silent exit 0
+            fail(f"a pipe or connection luapipe was writing to was closed ({exc})")
         except OSError as exc:  # files the user named
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``luapipe ... | head``), as opposed
+    to a pipe or socket of luapipe's own (the delay proxy's control pipe...)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 @click.group(cls=LuapipeGroup, context_settings={"help_option_names": ["-h", "--help"]})
