@@ -581,3 +581,33 @@ def test_a_closed_auto_pipeline_sends_nothing_and_one_loop_is_its_own(
     with pytest.raises(ConnectionFailed, match="closed"):
         sync_ap.incr("n")
     assert r.get("n") == b"1"
+
+
+def test_a_value_the_encoding_refuses_is_a_call_argument_error(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """A str UTF-8 cannot encode (a lone surrogate) is the caller's CallArgumentError, as
+    from ``reg.call`` on the client (hiredis's packer raised UnicodeEncodeError, which the
+    auto-pipeline let through); the other callers go on."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            ap.incr("n"),
+            reg.call(ap, "append", keys=["log"], args=["\udcff"]),
+            reg.call(ap, "ap_set", keys=["k"], args=["\udcff"]),
+            ap.incr("n"),
+            return_exceptions=True,
+        )
+        await ap.aclose()
+        return out
+
+    out = arun(redis_server, body)
+    assert out[0] == 1 and out[3] == 2
+    for err in out[1:3]:
+        assert isinstance(err, CallArgumentError) and "nothing was sent" in str(err)
+    sync_ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    with pytest.raises(CallArgumentError, match="nothing was sent"):
+        reg.call(sync_ap, "append", keys=["log"], args=["\udcff"])
+    sync_ap.close()
+    assert r.exists("log", "k") == 0
