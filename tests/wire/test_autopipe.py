@@ -611,3 +611,25 @@ def test_a_value_the_encoding_refuses_is_a_call_argument_error(
         reg.call(sync_ap, "append", keys=["log"], args=["\udcff"])
     sync_ap.close()
     assert r.exists("log", "k") == 0
+
+
+def test_command_methods_that_read_the_clients_settings(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """redis-py methods that ask their client for its encoder or connection settings
+    (``slowlog_get``, ``acl_setuser``, ``register_script``) work on both flavours (they raised
+    AttributeError)."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        script = ap.register_script("return redis.call('INCR', KEYS[1])")
+        out = [await ap.slowlog_get(), await ap.acl_setuser("ap_user"), await script(keys=["n"])]
+        await ap.aclose()
+        return out
+
+    assert arun(redis_server, body, decode_responses=True) == [[], True, 1]
+    ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    script = ap.register_script("return redis.call('INCR', KEYS[1])")
+    assert [ap.slowlog_get(), ap.acl_setuser("ap_user2"), script(keys=["n"])] == [[], True, 2]
+    ap.close()
+    r.acl_deluser("ap_user", "ap_user2")

@@ -271,6 +271,16 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         finally:
             self._leave()
 
+    def get_encoder(self) -> Any:
+        """The client's encoder: redis-py's command methods ask for it (``acl_setuser``,
+        ``register_script``)."""
+        return self.client.get_encoder()
+
+    def get_connection_kwargs(self) -> dict[str, Any]:
+        """The client's connection settings: redis-py's ``slowlog_get`` reads them."""
+        kwargs: dict[str, Any] = self.client.get_connection_kwargs()
+        return kwargs
+
     async def dedicated(self, steps: Steps[Any]) -> Any:
         """Run ``steps`` on connections of their own from the client's pool (what needs
         connection state or blocks): the ordinary asyncio driver."""
