@@ -5,6 +5,8 @@ cancellation, the bound, what needs a connection of its own)."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -633,3 +635,46 @@ def test_command_methods_that_read_the_clients_settings(
     assert [ap.slowlog_get(), ap.acl_setuser("ap_user2"), script(keys=["n"])] == [[], True, 2]
     ap.close()
     r.acl_deluser("ap_user", "ap_user2")
+
+
+def test_a_blocking_xread_runs_apart_after_a_plain_one(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """The route of a command is remembered by its first word only where the words after
+    it cannot change it: an ``XREAD ... BLOCK`` issued after a plain ``XREAD`` still runs on
+    a connection of its own (it was sent on the shared one, holding up every caller)."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await client.xadd("s", {"f": "v"}, id="1-1")
+        await ap.execute_command("XREAD", "STREAMS", "s", "0")
+        blocked = asyncio.ensure_future(
+            ap.execute_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+        )
+        await asyncio.sleep(0.05)
+        try:
+            meanwhile = await asyncio.wait_for(ap.incr("n"), 3)
+        finally:
+            await client.xadd("s", {"f": "w"}, id="2-1")  # ends the block either way
+        woken = await blocked
+        await ap.aclose()
+        return [meanwhile, woken[0][1][0][0]]
+
+    assert arun(redis_server, body) == [1, b"2-1"]
+    ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    ap.execute_command("XREAD", "STREAMS", "s", "0")
+    out: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: out.append(ap.execute_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$"))
+    )
+    reader.start()
+    time.sleep(0.05)
+    incr = threading.Thread(target=lambda: out.append(ap.incr("n")))
+    incr.start()
+    incr.join(3)
+    stuck = incr.is_alive()
+    r.xadd("s", {"f": "x"}, id="3-1")
+    reader.join(3)
+    incr.join(3)
+    ap.close()
+    assert not stuck and out[0] == 2  # the INCR went by while the XREAD blocked

@@ -41,6 +41,7 @@ from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
     one_command,
+    route_by_head,
     route_of,
 )
 from luapipe.wire.autopipe.packing import Packer
@@ -295,7 +296,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         if route is None:
             flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
             route = route_of(args, options, flag)
-            if not options:
+            if not options and route_by_head(head):
                 self._routes[head] = route
         slot = await self._slot(args) if self.on_cluster else None
         if route == "dedicated":

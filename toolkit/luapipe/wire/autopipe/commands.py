@@ -29,6 +29,7 @@ __all__ = [
     "command_recover",
     "finisher",
     "one_command",
+    "route_by_head",
     "route_of",
 ]
 
@@ -92,6 +93,20 @@ def route_of(args: tuple[Any, ...], options: Mapping[str, Any], node_flag: Any =
     ):
         return "dedicated"
     return "pipe"
+
+
+#: first words whose route depends on the words after them (``SCRIPT KILL``, ``XREAD ... BLOCK``)
+_ROUTED_BY_ARGS = frozenset(
+    {"CLIENT", "CLUSTER", "CONFIG", "FUNCTION", "SCRIPT", "XREAD", "XREADGROUP"}
+)
+
+
+def route_by_head(head: Any) -> bool:
+    """Whether every command starting with the word ``head`` takes the same route, so the
+    route can be remembered by that word alone."""
+    if not isinstance(head, str | bytes):
+        return False
+    return _upper(head) not in _ROUTED_BY_ARGS
 
 
 def _upper(arg: str | bytes) -> str:

@@ -36,7 +36,13 @@ from luapipe.errors import (
     LuapipeError,
     ServerError,
 )
-from luapipe.wire.autopipe.commands import command_recover, finisher, one_command, route_of
+from luapipe.wire.autopipe.commands import (
+    command_recover,
+    finisher,
+    one_command,
+    route_by_head,
+    route_of,
+)
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import Call, NodeQueue, Recover, Router, Scheduler
 from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
@@ -241,7 +247,7 @@ class AutoPipeline(CoreCommands):
         if route is None:
             flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
             route = route_of(args, options, flag)
-            if not options:
+            if not options and route_by_head(head):
                 self._routes[head] = route
         slot = self._slot(args) if self.on_cluster else None
         if route == "dedicated":
