@@ -28,6 +28,7 @@ from luapipe.scripts.protocol import ScriptCall
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.policy import DEFAULT
+from luapipe.wire.routing import Locate, Send, Sleep, Steps
 
 from ..drivers import kill_named, stopped
 from ..helpers import SLOW, calls
@@ -629,7 +630,9 @@ def test_command_methods_that_read_the_clients_settings(
         await ap.aclose()
         return out
 
+    r.slowlog_reset()
     assert arun(redis_server, body, decode_responses=True) == [[], True, 1]
+    r.slowlog_reset()
     ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
     script = ap.register_script("return redis.call('INCR', KEYS[1])")
     assert [ap.slowlog_get(), ap.acl_setuser("ap_user2"), script(keys=["n"])] == [[], True, 2]
@@ -678,3 +681,33 @@ def test_a_blocking_xread_runs_apart_after_a_plain_one(
     incr.join(3)
     ap.close()
     assert not stuck and out[0] == 2  # the INCR went by while the XREAD blocked
+
+
+def test_closing_fails_calls_waiting_for_a_place_or_between_round_trips(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """Calls that waited for a place, or were between round trips, when the auto-pipeline
+    closed get ConnectionFailed and run nowhere (they raised AttributeError: the closed
+    auto-pipeline had no packer left)."""
+
+    def later() -> Steps[Any]:
+        yield Sleep(0.1)
+        node = yield Locate(None, False)
+        (reply,) = yield Send([("INCR", "n")], node)
+        return reply
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client, max_in_flight=4)
+        await ap.ping()
+        tasks = [asyncio.ensure_future(reg.call(ap, "slow", keys=["ran"], args=[300]))]
+        tasks.append(asyncio.ensure_future(ap.run(later())))
+        await asyncio.sleep(0.02)  # the slow call's write is in flight
+        tasks += [asyncio.ensure_future(ap.incr("n")) for _ in range(5)]
+        await asyncio.sleep(0.05)  # one sleeps in its steps, two queued, three wait a place
+        await ap.aclose()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    out = arun(redis_server, body)
+    assert isinstance(out[0], OutcomeUnknown)  # written: it ran
+    assert all(isinstance(o, ConnectionFailed) and "closed" in str(o) for o in out[1:]), out
+    assert r.get("n") is None and r.get("ran") == b"1"

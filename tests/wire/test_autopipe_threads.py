@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from luapipe.wire.autopipe.schedule import Call, Entry
 from luapipe.wire.autopipe.threadlink import send_counted as _send
 
 from ..drivers import kill_named, stopped
+from ..helpers import SPIN
 
 APPEND = LuaScript.from_source(
     "append", "-- @key log\n-- @arg item\nreturn redis.call('RPUSH', KEYS[1], ARGV[1])\n"
@@ -192,3 +194,31 @@ def test_a_write_cut_short_knows_which_calls_left_whole() -> None:
     with _Socket(25) as sock:  # two whole, the third cut: it cannot run
         whole, exc = _send(sock, entries)
     assert whole == 2 and isinstance(exc, ConnectionResetError)
+
+
+def test_threads_close_fails_waiting_calls_and_closes_its_connection(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """After close() the calls that waited for a place, or were queued behind the write in
+    flight, get ConnectionFailed and do not run; the write in flight finishes and its
+    connection is closed (they ran on a connection close() had left open)."""
+    client = redis.Redis(host=redis_server.host, port=redis_server.port, client_name="apclose")
+    ap = luapipe.autopipeline(client, max_in_flight=2)
+    slow = "redis.call('INCR', KEYS[1])" + SPIN
+
+    def work(i: int) -> Any:
+        if i:
+            time.sleep(0.05)  # behind the first one's write
+        return ap.eval(slow, 1, "n", 300)
+
+    closer = threading.Timer(0.15, ap.close)
+    closer.start()
+    out = in_threads(6, work)
+    closer.join()
+    assert out[0] == 1
+    assert all(isinstance(o, ConnectionFailed) and "closed" in str(o) for o in out[1:]), out
+    assert r.get("n") == b"1"
+    deadline = time.monotonic() + 2
+    while [c for c in r.client_list() if c.get("name") == "apclose"]:
+        assert time.monotonic() < deadline, "the auto-pipeline's connection was left open"
+        time.sleep(0.01)

@@ -137,6 +137,10 @@ def _address(kwargs: dict[str, Any]) -> str:
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
+def _closed() -> ConnectionFailed:
+    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+
+
 def _cancelled(call: Call, exc: BaseException) -> None:
     """The caller gave up: the call leaves the queue if it was never written (it did not
     run); if it was, its reply is read and dropped. Nothing else is touched."""
@@ -217,6 +221,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self._admit()
         self._active += 1
         try:
+            if self._closed:  # closed while this call waited for a place
+                raise _closed()
             sched = self._sched
             sched.join(call)
             call.args = args
@@ -251,6 +257,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self._admit()
         self._active += 1
         try:
+            if self._closed:
+                raise _closed()
             self._sched.join(call)
             self._sched.start(call, steps)
             return await self._wait(call)
@@ -266,6 +274,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self._admit()
         self._active += 1
         try:
+            if self._closed:
+                raise _closed()
             self._sched.join(call)
             self._sched.start(call, steps)
             return await self._wait(call), call.written
@@ -399,13 +409,16 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         link.kick()
 
     def _pack_many(self, batch: Sequence[Sequence[Any]]) -> bytes:
-        return self._packer.many(batch)
+        packer = self._packer
+        if packer is None:  # closed: a call's next round trip fails, it is not queued
+            raise _closed()
+        return packer.many(batch)
 
     async def _start(self) -> None:
         """Bind to the running loop and (a cluster) read the slot map, once: the first
         callers all wait for the same start, and go on in the order they came."""
         if self._closed:
-            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+            raise _closed()
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise CallArgumentError(
                 "an auto-pipeline serves the event loop it first ran on; make one per loop"
@@ -448,7 +461,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
     # -- closing -------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close the auto-pipeline's own connections (not the client's). Calls still
-        queued get ConnectionFailed; those written get OutcomeUnknown."""
+        queued, waiting for a place or between round trips get ConnectionFailed; those
+        written get OutcomeUnknown."""
         self._closed = True
         self._packer = None  # type: ignore[assignment]  # the next call finds it closed
         for link in list(self._links.values()):
@@ -456,7 +470,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             link.q.entries.clear()
             self._sched.lost(
                 queued,
-                lambda: ConnectionFailed("the auto-pipeline was closed; nothing was sent"),
+                _closed,
             )
             conn = link.conn
             if conn is not None:

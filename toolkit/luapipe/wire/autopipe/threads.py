@@ -95,6 +95,10 @@ class _ThreadCall(Call):
         self.signal()
 
 
+def _closed() -> ConnectionFailed:
+    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+
+
 class _PlainRouter(Router):
     def __init__(self, name: str) -> None:
         self.name = name
@@ -335,7 +339,7 @@ class AutoPipeline(CoreCommands):
     def _admit(self, call: _ThreadCall) -> None:
         """A place among the calls in flight, first come first served."""
         if self._closed:
-            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+            raise _closed()
         with self._mutex:
             if self._active < self.max_in_flight and not self._waiting:
                 self._active += 1
@@ -344,6 +348,10 @@ class AutoPipeline(CoreCommands):
         call.lock.acquire()
         with self._mutex:
             call.signalled = False
+            closed = self._closed
+        if closed:  # closed while it waited: nothing was sent; its place goes on
+            self._leave()
+            raise _closed()
 
     def _leave(self) -> None:
         with self._mutex:
@@ -372,6 +380,9 @@ class AutoPipeline(CoreCommands):
             if self.max_delay is not None and len(link.q) > 1:
                 time.sleep(self.max_delay)  # several callers wait: let more join
             with self._mutex:
+                if self._closed:
+                    self._shut(link)
+                    return
                 entries = sched.take(link.q)
                 if not entries:
                     link.owned = False
@@ -398,6 +409,9 @@ class AutoPipeline(CoreCommands):
                         sched.unwritten(link.q, unwritten)
                 else:
                     link.refused = 0
+                if self._closed:
+                    self._shut(link)
+                    return
                 nxt = next((e.call for e in link.q.entries if not e.call.cancelled), None)
                 if nxt is None:
                     link.q.entries.clear()
@@ -425,14 +439,26 @@ class AutoPipeline(CoreCommands):
 
     # -- closing -------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the auto-pipeline's own connections (not the client's)."""
+        """Close the auto-pipeline's own connections (not the client's). Calls still
+        queued, waiting for a place or between round trips get ConnectionFailed; a write in
+        flight finishes first (its thread then closes that connection)."""
         with self._mutex:
             self._closed = True
             for link in self._links.values():
-                if link.conn is not None and not link.owned:
-                    with contextlib.suppress(Exception):
-                        link.conn.disconnect()
-                    link.conn = None
+                if not link.owned:
+                    self._shut(link)
+
+    def _shut(self, link: ThreadLink) -> None:  # under the mutex, by the link's owner
+        """After :meth:`close`: the link's queued calls fail (nothing was sent), its
+        connection is closed and nobody owns it."""
+        queued = [e for e in link.q.entries if not e.call.cancelled]
+        link.q.entries.clear()
+        link.owned = False
+        if link.conn is not None:
+            with contextlib.suppress(Exception):
+                link.conn.disconnect()
+            link.conn = None
+        self._sched.lost(queued, _closed)
 
     def __enter__(self) -> AutoPipeline:
         return self
