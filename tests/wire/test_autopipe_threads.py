@@ -4,10 +4,12 @@ the bound, what needs a connection of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -222,3 +224,57 @@ def test_threads_close_fails_waiting_calls_and_closes_its_connection(
     while [c for c in r.client_list() if c.get("name") == "apclose"]:
         assert time.monotonic() < deadline, "the auto-pipeline's connection was left open"
         time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def ctrl_c_after(seconds: float) -> Iterator[None]:
+    """KeyboardInterrupt in this (the main) thread after ``seconds``, as Ctrl-C would."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("Ctrl-C")
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("where", ["driving the write", "queued behind it", "waiting a place"])
+def test_threads_an_interrupted_caller_leaves_the_others_going(
+    r: redis.Redis, redis_server: ServerProcess, where: str
+) -> None:
+    """Ctrl-C in a caller's thread (the one doing the node's I/O, one whose call waits in
+    the queue, one waiting for a place) hands the link on: the other threads' calls and
+    later calls go on (they all waited forever on a link owned by a thread that had left);
+    an interrupted call that was never written does not run."""
+    client = redis.Redis(host=redis_server.host, port=redis_server.port)
+    ap = luapipe.autopipeline(client, max_in_flight=1 if where == "waiting a place" else 64)
+    slow = "redis.call('INCR', KEYS[1])" + SPIN
+    out: list[Any] = []
+
+    def later() -> None:
+        time.sleep(0.1)
+        out.append(ap.incr("m"))
+
+    others = [threading.Thread(target=later, daemon=True) for _ in range(3)]
+    if where != "driving the write":
+        others.append(threading.Thread(target=lambda: ap.eval(slow, 1, "ran", 300), daemon=True))
+        others[-1].start()
+        time.sleep(0.05)  # its thread drives the slow write
+    for t in others[:3]:
+        t.start()
+    with pytest.raises(KeyboardInterrupt), ctrl_c_after(0.1):
+        if where == "driving the write":
+            ap.eval(slow, 1, "ran", 300)
+        else:
+            ap.incr("interrupted")
+    for t in others:
+        t.join(5)
+    assert not any(t.is_alive() for t in others), "callers left waiting forever"
+    assert sorted(out) == [1, 2, 3]
+    assert ap.incr("m") == 4
+    assert r.get("ran") == b"1" and r.get("interrupted") is None
+    ap.close()

@@ -34,6 +34,7 @@ from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
     LuapipeError,
+    OutcomeUnknown,
     ServerError,
 )
 from luapipe.wire.autopipe.commands import (
@@ -97,6 +98,16 @@ class _ThreadCall(Call):
 
 def _closed() -> ConnectionFailed:
     return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+
+
+def _interrupted(node: str, stop: BaseException) -> Callable[[], LuapipeError]:
+    def make() -> LuapipeError:
+        return OutcomeUnknown(
+            f"the thread writing to {node} was interrupted ({stop!r}); outcome unknown, "
+            "it was not re-sent"
+        )
+
+    return make
 
 
 class _PlainRouter(Router):
@@ -269,6 +280,33 @@ class AutoPipeline(CoreCommands):
         return found
 
     def _wait(self, call: _ThreadCall) -> Any:
+        try:
+            return self._wait_for(call)
+        except BaseException:  # its own error; or the thread is interrupted (Ctrl-C)
+            self._abandon(call)
+            raise
+
+    def _abandon(self, call: _ThreadCall) -> None:
+        """The caller's thread leaves: its call is dropped from the queues if unwritten
+        (its reply is read and dropped if written), and the links this thread was to drive
+        go to the next callers; the other threads would otherwise wait on them forever."""
+        claimed = self._claimed()
+        with self._mutex:
+            call.cancelled = True
+            links, call.leads = [*claimed, *call.leads], []
+            claimed.clear()
+            for link in links:
+                self._hand_on(link)
+
+    def _hand_on(self, link: ThreadLink) -> None:  # under the mutex, by the link's owner
+        nxt = next((e.call for e in link.q.entries if not e.call.cancelled), None)
+        if nxt is None or not isinstance(nxt, _ThreadCall):
+            link.owned = False
+            return
+        nxt.leads.append(link)
+        nxt.signal()
+
+    def _wait_for(self, call: _ThreadCall) -> Any:
         claimed = self._claimed()
         while True:
             while claimed:
@@ -345,7 +383,16 @@ class AutoPipeline(CoreCommands):
                 self._active += 1
                 return
             self._waiting.append(call)
-        call.lock.acquire()
+        try:
+            call.lock.acquire()
+        except BaseException:  # interrupted while it waited (Ctrl-C): a place it was
+            with self._mutex:  # given goes on, or it leaves the line
+                given = call not in self._waiting
+                if not given:
+                    self._waiting.remove(call)
+            if given:
+                self._leave()
+            raise
         with self._mutex:
             call.signalled = False
             closed = self._closed
@@ -387,7 +434,17 @@ class AutoPipeline(CoreCommands):
                 if not entries:
                     link.owned = False
                     return
-            replies, failed, unwritten, exc, sent = link.io(entries)
+            try:
+                replies, failed, unwritten, exc, sent = link.io(entries)
+            except BaseException as stop:  # the thread is interrupted mid-write (Ctrl-C)
+                with self._mutex:
+                    if link.conn is not None:  # out of step with its replies
+                        with contextlib.suppress(Exception):
+                            link.conn.disconnect()
+                        link.conn = None
+                    self._sched.lost(entries, _interrupted(link.node, stop))
+                    self._hand_on(link)
+                raise
             with self._mutex:
                 if sent:
                     self.writes += 1
