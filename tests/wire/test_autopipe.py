@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -15,7 +15,7 @@ import redis
 import redis.asyncio
 
 import luapipe
-from luapipe.bench.server import ServerProcess, free_port
+from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
@@ -711,3 +711,81 @@ def test_closing_fails_calls_waiting_for_a_place_or_between_round_trips(
     assert isinstance(out[0], OutcomeUnknown)  # written: it ran
     assert all(isinstance(o, ConnectionFailed) and "closed" in str(o) for o in out[1:]), out
     assert r.get("n") is None and r.get("ran") == b"1"
+
+
+@pytest.fixture(scope="module")
+def small_bulk() -> Iterator[ServerProcess]:
+    """A server of its own whose proto-max-bulk-len is Redis's smallest, 1 MB."""
+    server = EmbeddedRedis(["--proto-max-bulk-len", "1mb"])
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def test_a_value_over_the_servers_limit_is_refused_before_sending(
+    reg: ScriptRegistry, small_bulk: ServerProcess
+) -> None:
+    """A key or argument longer than the server's proto-max-bulk-len is refused before
+    sending, as on the client (``reg.call``) and in an explicit pipeline: sent, the
+    server's protocol error closed the shared connection, and every call written after it
+    got OutcomeUnknown though none of them ran."""
+    big = "x" * (2 * 1024 * 1024)
+    with redis.Redis(host=small_bulk.host, port=small_bulk.port) as r:
+        r.flushall()
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            ap.incr("n"),
+            reg.call(ap, "append", keys=["log"], args=[big]),
+            ap.incr("n"),
+            reg.call(ap, "ap_set", keys=["k"], args=[big]),
+            ap.incr("n"),
+            ap.set("k", big),
+            ap.incr("n"),
+            return_exceptions=True,
+        )
+        await ap.aclose()
+        return out
+
+    out = arun(small_bulk, body)
+    assert out[0::2] == [1, 2, 3, 4], out
+    for err in out[1::2]:
+        assert isinstance(err, CallArgumentError), out
+        assert "proto-max-bulk-len" in str(err) and "nothing was sent" in str(err)
+    assert "script 'append': args[0] (item)" in str(out[1])
+    ap = luapipe.autopipeline(redis.Redis(host=small_bulk.host, port=small_bulk.port))
+    for call in (
+        lambda: reg.call(ap, "append", keys=["log"], args=[big]),
+        lambda: ap.set("k", big),
+    ):
+        with pytest.raises(CallArgumentError, match="proto-max-bulk-len"):
+            call()
+    assert ap.incr("n") == 5
+    ap.close()
+    with redis.Redis(host=small_bulk.host, port=small_bulk.port) as r:
+        assert r.exists("log", "k") == 0
+
+
+def test_a_big_value_within_the_limit_keeps_its_place(
+    reg: ScriptRegistry, small_bulk: ServerProcess
+) -> None:
+    """A value of 1 MB or more makes the call ask the server's limit first; the calls issued
+    after it still apply after it (the question ends its write, as an FCALL does)."""
+    value = "v" * (600 * 1024)  # under 1 MB, long enough to be asked about
+    with redis.Redis(host=small_bulk.host, port=small_bulk.port) as r:
+        r.flushall()
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            reg.call(ap, "setter", keys=["a"], args=[value]),
+            ap.append("a", "!"),
+            ap.set("b", value),
+            ap.append("b", "!"),
+        )
+        await ap.aclose()
+        return [out[0], out[2], await client.strlen("a"), await client.strlen("b")]
+
+    assert arun(small_bulk, body) == [b"OK", True, len(value) + 1, len(value) + 1]

@@ -343,6 +343,8 @@ class ScriptRegistry:
             args = call_values(name, "args", args)
         if kind >= _ASYNC:
             if kind == _AUTO:  # an auto-pipeline: the call shares its node's next write
+                if might_exceed(args) or might_exceed(keys):  # a big value: sizes checked
+                    return client.run(self._sized_auto_steps(client, name, keys, args))
                 if client.luapipe_async:
                     return self._call_auto_async(client, name, keys, args)
                 words, slot, read_only, recover, hold = self._auto_call(client, name, keys, args)
@@ -458,6 +460,21 @@ class ScriptRegistry:
         words = ("EVAL_RO" if read_only else "EVAL", script.source, len(keys), *keys, *args)
         slot = slot_of(keys) if cluster else None
         return words, slot, read_only, self._auto_recover(name, cluster), None
+
+    def _sized_auto_steps(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> Steps[Any]:
+        """An auto-pipelined call holding a value of 1 MB or more: the steps the client
+        runs, which refuse a value over the node's proto-max-bulk-len before sending (sent,
+        the server's protocol error would close the connection the other callers share)."""
+        cluster = client.on_cluster
+        fc = self.function_call(name, keys, args) if self._fns else None
+        if fc is not None:
+            return function_call_steps(fc, self.policy, cluster=cluster)
+        script = self[name]
+        script.check_call(keys, args)
+        call = ScriptCall(script, tuple(keys), tuple(args))
+        return call_steps(call, self.known, self.policy, cluster=cluster)
 
     def _auto_recover(self, name: str, cluster: bool) -> Any:
         """The steps after an auto-pipelined call of ``name`` whose first reply was not a

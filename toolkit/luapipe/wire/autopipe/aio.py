@@ -43,6 +43,7 @@ from luapipe.wire.autopipe.commands import (
     one_command,
     route_by_head,
     route_of,
+    sized_command,
 )
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import (
@@ -53,6 +54,7 @@ from luapipe.wire.autopipe.schedule import (
     Scheduler,
 )
 from luapipe.wire.drivers import drive_async
+from luapipe.wire.limits import BulkLimits, might_exceed
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
 from luapipe.wire.replies import Command, Redirect
 from luapipe.wire.routing import (
@@ -189,6 +191,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self._starting: asyncio.Task[Any] | None = None
         self._packer: Packer = None  # type: ignore[assignment]  # set by _start
         self._routes: dict[Any, str] = {}
+        #: each node's proto-max-bulk-len, once a big value made it ask
+        self.limits = BulkLimits()
         #: writes (round trips) so far, on all nodes, and the commands they carried
         self.writes = 0
         self.commands = 0
@@ -312,6 +316,9 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         if route == "dedicated":
             cmd = Command(tuple(args), options, parse=True)
             return await self.dedicated(one_command(cmd, slot, self.policy))
+        if might_exceed(args):  # a value of 1 MB or more: its size is checked first
+            cmd = Command(tuple(args), options, parse=True)
+            return await self.run(sized_command(cmd, slot, self.policy, self.limits))
         finish = finisher(self._sched.callbacks, args, options)
         recover = command_recover(args, slot, self.policy, finish, options)
         return await self.call(args, slot=slot, finish=finish, recover=recover)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from luapipe.errors import CallArgumentError, LuapipeError
+from luapipe.wire.limits import BulkLimits, Sized, sizes_steps
 from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
-from luapipe.wire.routing import Refresh, Send, Steps, on_slot_node
+from luapipe.wire.routing import Locate, Refresh, Send, Steps, on_slot_node
 
 __all__ = [
     "BLOCKING",
@@ -31,6 +32,7 @@ __all__ = [
     "one_command",
     "route_by_head",
     "route_of",
+    "sized_command",
 ]
 
 #: commands that change the connection for whoever shares it
@@ -165,6 +167,18 @@ def command_recover(
         return _final(reply, finish, options)
 
     return recover
+
+
+def sized_command(
+    command: Command, slot: int | None, policy: RetryPolicy, limits: BulkLimits
+) -> Steps[Any]:
+    """:func:`one_command` for a command holding a value of 1 MB or more: a value over the
+    node's proto-max-bulk-len is refused before sending (sent, the server's protocol error
+    would close the connection the other callers share)."""
+    node = yield Locate(slot, False)
+    sized: Sized = (f"command {command.name}", "args", command.args[1:], lambda i: "")
+    yield from sizes_steps(node, [sized], limits)
+    return (yield from one_command(command, slot, policy))
 
 
 def one_command(

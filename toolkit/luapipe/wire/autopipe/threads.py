@@ -43,11 +43,13 @@ from luapipe.wire.autopipe.commands import (
     one_command,
     route_by_head,
     route_of,
+    sized_command,
 )
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import Call, NodeQueue, Recover, Router, Scheduler
 from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
 from luapipe.wire.drivers import _locate, drive
+from luapipe.wire.limits import BulkLimits, might_exceed
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
 from luapipe.wire.replies import Command, Redirect
 from luapipe.wire.routing import (
@@ -175,6 +177,8 @@ class AutoPipeline(CoreCommands):
         self._closed = False
         self._refresh_lock = threading.Lock()
         self._routes: dict[Any, str] = {}
+        #: each node's proto-max-bulk-len, once a big value made it ask
+        self.limits = BulkLimits()
         #: writes (round trips) so far, on all nodes, and the commands they carried
         self.writes = 0
         self.commands = 0
@@ -268,6 +272,9 @@ class AutoPipeline(CoreCommands):
         if route == "dedicated":
             cmd = Command(tuple(args), options, parse=True)
             return self.dedicated(one_command(cmd, slot, self.policy))
+        if might_exceed(args):  # a value of 1 MB or more: its size is checked first
+            cmd = Command(tuple(args), options, parse=True)
+            return self.run(sized_command(cmd, slot, self.policy, self.limits))
         finish = finisher(self._sched.callbacks, args, options)
         recover = command_recover(args, slot, self.policy, finish, options)
         return self.call(args, slot=slot, finish=finish, recover=recover)
