@@ -361,6 +361,7 @@ def test_calls_beyond_the_bound_wait_their_turn(
         ("MULTI",),
         ("SUBSCRIBE", "ch"),
         ("AUTH", "pw"),
+        ("SCRIPT", "DEBUG", "YES"),  # the next EVAL on it would start a debugging session
     ],
 )
 def test_connection_state_commands_are_refused_before_sending(

@@ -40,8 +40,8 @@ REFUSED = frozenset(
     {
         "ASKING", "AUTH", "CLIENT", "DISCARD", "EXEC", "HELLO", "MONITOR", "MULTI",
         "PSUBSCRIBE", "PSYNC", "PUNSUBSCRIBE", "QUIT", "READONLY", "READWRITE", "REPLCONF",
-        "RESET", "SELECT", "SSUBSCRIBE", "SUBSCRIBE", "SUNSUBSCRIBE", "SWAPDB", "SYNC",
-        "UNSUBSCRIBE", "UNWATCH", "WATCH",
+        "RESET", "SCRIPT DEBUG", "SELECT", "SSUBSCRIBE", "SUBSCRIBE", "SUNSUBSCRIBE",
+        "SWAPDB", "SYNC", "UNSUBSCRIBE", "UNWATCH", "WATCH",
     }
 )  # fmt: skip
 #: commands that hold the connection until something happens elsewhere
@@ -77,7 +77,7 @@ def route_of(args: tuple[Any, ...], options: Mapping[str, Any], node_flag: Any =
     error for a command that changes the connection (nothing is sent)."""
     name = command_name(args)
     first = name.split(" ", 1)[0]
-    if first in REFUSED:
+    if first in REFUSED or name in REFUSED:
         raise CallArgumentError(
             f"{name} changes the connection it runs on, and an auto-pipeline shares its "
             "connections between callers: run it on the client itself (for WATCH/MULTI, the "
