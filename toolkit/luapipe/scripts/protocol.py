@@ -268,7 +268,8 @@ def function_result(call: FunctionCall, reply: Any) -> Any:
     (returned, not raised)."""
     if isinstance(reply, ReplyError):
         label = f"function {call.function.name}, library {call.library.name}"
-        return script_error(call.library, reply.text, label=label)
+        source = call.library.error_source(call.function.name)
+        return script_error(source, reply.text, label=label)
     return reply
 
 
