@@ -126,7 +126,17 @@ def _writable(*paths: str | None) -> None:
 
 
 #: bench options that --anchors does not take (it runs its own fixed figures)
-NOT_WITH_ANCHORS = ("rtts", "counts", "warmup", "rounds", "contention", "batch", "rate", "seed")
+NOT_WITH_ANCHORS = (
+    "rtts",
+    "counts",
+    "warmup",
+    "rounds",
+    "contention",
+    "batch",
+    "rate",
+    "seed",
+    "directory",
+)
 
 
 def _anchors_alone(ctx: click.Context, specs: tuple[str, ...]) -> None:
@@ -234,6 +244,13 @@ def _finish(
     help="open loop: total calls per second",
 )
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where a script NAME is looked for [default: ./scripts_lua, else the bundled ones].",
+)
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
 @click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results JSON")
@@ -251,13 +268,16 @@ def bench(
     batch: int,
     rate: float | None,
     seed: int,
+    directory: str | None,
     no_bystander: bool,
     anchors: bool,
     json_path: str | None,
     csv_path: str | None,
     html_path: str | None,
 ) -> None:
-    """Benchmark every form of SPEC|NAME... (default: update_token) across RTT and clients."""
+    """Benchmark every form of SPEC|NAME|SCRIPT... (default: update_token) across RTT and
+    clients. A SCRIPT (x.lua, its x.bench.toml profile, or a script NAME of --dir) is timed
+    beside its Function twin and the Python forms its profile names."""
     from luapipe.bench.opworkload import resolve_workloads
     from luapipe.bench.runner import BenchConfig, run_bench
 
@@ -276,7 +296,11 @@ def bench(
         _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
         return
     workloads = resolve_workloads(  # every name and spec checked before a server starts
-        list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
+        list(specs) or ["update_token"],
+        contention=contention,
+        batch=batch,
+        seed=seed,
+        scripts_dir=directory,
     )
     config = BenchConfig(
         rtts_ms=rtts,
