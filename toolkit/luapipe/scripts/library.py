@@ -26,8 +26,10 @@ __all__ = ["FunctionLibrary", "LuaFunction", "library_sha"]
 
 
 def library_sha(source: str) -> str:
-    """sha1 of a library's code as sent (UTF-8): what the lock file and drift checks keep."""
-    return hashlib.sha1(source.encode("utf-8")).hexdigest()
+    """sha1 of a library's code as sent (UTF-8): what the lock file and drift checks keep.
+    Code read from a server may hold bytes that are not UTF-8 (a hand-loaded library),
+    kept as surrogates: they hash as those bytes."""
+    return hashlib.sha1(source.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @dataclass(frozen=True)

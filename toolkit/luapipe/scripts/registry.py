@@ -248,9 +248,10 @@ class ScriptRegistry:
                 f"{name!r} is a function of library {library!r}, not a script: "
                 f"reg.function({name!r})"
             )
-        close = difflib.get_close_matches(name, self._scripts, n=1)
+        close = difflib.get_close_matches(name, [*self._scripts, *self._fns], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownScriptError(f"unknown script {name!r}{hint}")
+        what = "script or function" if self._fns else "script"  # a call names either
+        raise UnknownScriptError(f"unknown {what} {name!r}{hint}")
 
     def function_call(
         self, name: str, keys: Sequence[Value], args: Sequence[Value]

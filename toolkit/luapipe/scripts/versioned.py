@@ -34,7 +34,9 @@ def hole(base: str) -> str:
 
 def versioned_name(base: str, holed_text: str) -> str:
     """``luapipe_<base>_<hash>`` of a library text rendered with :func:`hole` as its name."""
-    return f"luapipe_{base}_{hashlib.sha1(holed_text.encode()).hexdigest()[:10]}"
+    # code read from a server (functions gc) may hold bytes that are not UTF-8
+    digest = hashlib.sha1(holed_text.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"luapipe_{base}_{digest[:10]}"
 
 
 def versioned_base(library: str, code: str) -> str | None:
