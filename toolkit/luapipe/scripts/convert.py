@@ -124,10 +124,23 @@ def _tag_in_string(script: LuaScript, body: str, toks: list[Tok]) -> str | None:
     return None
 
 
+#: what a script must mention for one of the checks to apply (tokenizing is the slow part)
+_SUSPECT = re.compile(
+    r"\b(?:_G|getfenv|setfenv|loadstring|load|replicate_commands|breakpoint|debug)\b"
+    r"|\b(?:KEYS|ARGV)\s*=(?!=)"
+)
+_LONG_STRING = re.compile(r"\[=*\[")
+
+
 def conversion_problem(script: LuaScript) -> str | None:
     """Why ``script`` cannot run as a function unchanged (one line, naming the script
     line), or None when it can."""
     body, first = body_of(script)
+    if not _SUSPECT.search(body) and not (
+        _LONG_STRING.search(body)
+        and any(TAG_RE.match(x.lstrip()) for x in script.source.split("\n"))
+    ):
+        return None
     toks = tokens(body)
 
     def line(t: Tok) -> int:  # the script's own line of a token
