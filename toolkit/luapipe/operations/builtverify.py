@@ -7,7 +7,9 @@ through ``FCALL`` from the same state; the replies, or the errors, and the whole
 after (typed values and TTL presence) must be equal. An error is compared whole, as the
 caller reads it: its class and its message, ``file:line`` included, with only the callee's
 name left out (``(script x)`` vs ``(function luapipe_app_<hash>_x, library ...)``), so a
-function whose error named another line than its script's would be a mismatch. The first
+function whose error named another line than its script's would be a mismatch (on
+fakeredis, which words a script's errors and a function's differently, what the error
+means: ``verify``'s error code). The first
 mismatch is shrunk (keys of the initial state removed while it persists) and reported
 with the command that reproduces it.
 
@@ -20,6 +22,7 @@ found.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -41,6 +44,9 @@ from luapipe.wire.clients import require_sync
 __all__ = ["BuiltVerification", "verify_built"]
 
 FORMS = ("script", "function")
+#: fakeredis: "ERR unknown command '11'..." from a script, "ERR Unknown Redis command called
+#: from script" from a function (Redis says the latter for both)
+_UNKNOWN = re.compile(r"ERR unknown (?:redis )?command", re.IGNORECASE)
 Outcome = tuple[str, Any]
 
 
@@ -99,8 +105,9 @@ class _Forms:
             return ("error", self._error(exc, script))
 
     def _error(self, exc: LuapipeError, script: LuaScript) -> str:
-        if self.fake:  # fakeredis says a failed redis.call's line for a function only
-            return f"{type(exc).__name__}: {error_code(exc)}"
+        if self.fake:  # fakeredis words a script's errors and a function's differently
+            code = error_code(exc)
+            return "ERR unknown command" if _UNKNOWN.search(code) else code
         fn = self.built.function_of(script.name)
         text = str(exc).replace(f"script {script.name}", "<callee>")
         if fn is not None:
