@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from luapipe.errors import EnvironmentProblem, mask_url
+from luapipe.errors import EnvironmentProblem, printable_url
 
 __all__ = ["build_manifest", "netem_available", "refuse_fake"]
 
@@ -79,7 +79,7 @@ def build_manifest(admin: redis.Redis, url: str, spec: dict[str, Any]) -> dict[s
     return {
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "redis": {
-            "url": mask_url(url),
+            "url": printable_url(url),
             "version": info.get("redis_version"),
             "mode": info.get("redis_mode"),
             "os": info.get("os"),

@@ -161,7 +161,7 @@ def collect_generated(
                     if not dry_run:
                         node.execute_command("FUNCTION", "DELETE", library)
                     deleted.append(library)
-        except redis.RedisError as exc:
-            raise translate(exc, where=name) from exc
+        except (redis.RedisError, OSError) as exc:  # NOPERM, a lost node: luapipe's words
+            raise translate(exc, where=name, sent=True) from None
         out.append(Collected(name, tuple(deleted), tuple(kept), others))
     return out

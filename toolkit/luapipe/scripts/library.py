@@ -66,8 +66,8 @@ class LuaFunction:
         """Raise :class:`~luapipe.errors.CallArgumentError` unless the counts fit the header
         and every value is one redis-py can send; nothing is sent otherwise."""
         what = f"function {self.name!r}"
-        check_values(what, "keys", keys)
-        check_values(what, "args", args)
+        check_values(what, "keys", keys, self.keys)
+        check_values(what, "args", args, self.args)
         check_count(what, self.keys, len(keys), "key")
         check_count(what, self.args, len(args), "arg")
 

@@ -60,6 +60,7 @@ from luapipe.scripts.fcall import (
 )
 from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.limits import BulkLimits
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
@@ -136,11 +137,13 @@ def load_command(script: LuaScript) -> Command:
 
 
 class KnownScripts:
-    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise."""
+    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise.
+    ``limits``: each node's proto-max-bulk-len as last read (:mod:`luapipe.wire.limits`)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        self.limits = BulkLimits()
 
     def has(self, node: str, sha: str) -> bool:
         shas = self._by_node.get(node)
@@ -171,7 +174,14 @@ class LuaSource(Protocol):
     def file_line(self, line: int) -> str: ...
 
 
-def script_error(script: LuaSource, text: str, *, label: str | None = None) -> LuapipeError:
+def script_error(
+    script: LuaSource,
+    text: str,
+    where: str = "",
+    command: str = "",
+    *,
+    label: str | None = None,
+) -> LuapipeError:
     """The error for a script's error reply, naming the script's file:line where known.
 
     ``label`` names the callee in messages (default ``script <name>``; a function's is
@@ -209,7 +219,7 @@ def script_error(script: LuaSource, text: str, *, label: str | None = None) -> L
             path=script.path or script.name,
             like=ResponseError,
         )
-    generic = translate(ResponseError(text))
+    generic = translate(ResponseError(text), where=where, command=command)
     if _refused(generic, text):
         return generic
     # The script's own error_reply, or a failed redis.call on a server that does not say
@@ -261,7 +271,7 @@ def _error_sites(script: LuaSource) -> str:
 def script_result(script: LuaScript, reply: Any) -> Any:
     """A script's reply, or its error mapped to luapipe (returned, not raised)."""
     if isinstance(reply, ReplyError):
-        return script_error(script, reply.text)
+        return script_error(script, reply.text, reply.where, reply.command)
     return reply
 
 
@@ -271,7 +281,7 @@ def function_result(call: FunctionCall, reply: Any) -> Any:
     if isinstance(reply, ReplyError):
         label = f"function {call.function.name}, library {call.library.name}"
         source = call.library.error_source(call.function.name)
-        return script_error(source, reply.text, label=label)
+        return script_error(source, reply.text, reply.where, reply.command, label=label)
     return reply
 
 
@@ -289,13 +299,13 @@ def load_failed(
             f"{node}: another library already registers a function {fn!r} (function names "
             f"are global on a server); rename one of them; {outcome}"
         )
-    return script_error(library, text, label=f"library {library.name}")
+    return script_error(library, text, reply.where, reply.command, label=f"library {library.name}")
 
 
 def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
     """Validate a SCRIPT LOAD reply: an error, or a SHA that is not ours."""
     if isinstance(reply, ReplyError):
-        return script_error(script, reply.text)
+        return script_error(script, reply.text, reply.where, reply.command)
     sha = reply.decode() if isinstance(reply, bytes) else str(reply)
     if sha.lower() != script.sha:
         return ServerError(f"server computed SHA {sha} for {script.name}, expected {script.sha}")
@@ -578,7 +588,7 @@ def _aborted(exec_reply: ReplyError, queued: Sequence[Any]) -> LuapipeError:
 
 def _command_result(reply: Any) -> Any:
     if isinstance(reply, ReplyError):
-        return translate(ResponseError(reply.text))
+        return reply.error()
     return reply
 
 
