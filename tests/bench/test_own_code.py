@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
+
 import pytest
 import redis
 from click.testing import CliRunner, Result
@@ -178,3 +180,37 @@ def test_a_library_file_is_not_a_script_to_bench(tmp_path: Path) -> None:
     lib.write_text("#!lua name=lib\nredis.register_function('f', function() return 1 end)\n")
     with pytest.raises(LuapipeError, match="a Function library, not a script"):
         resolve_workloads([str(lib)])
+
+
+def test_an_asyncio_pipeline_counts_each_command_once(redis_server: ServerProcess) -> None:
+    """redis.asyncio packs a pipeline's commands one by one through pack_command: counting
+    in pack_commands too counted a 2-command pipeline as 4 (cmd/op of --tasks forms)."""
+    import asyncio
+
+    import redis.asyncio
+
+    from luapipe.bench import pyforms, tasks
+
+    async def pipeline_of_two(connection_class: type) -> Any:
+        pool = redis.asyncio.ConnectionPool(
+            host=redis_server.host, port=redis_server.port, connection_class=connection_class
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
+        await client.ping()
+        conn = pool._available_connections[0]
+        before = dict(tasks._COUNTS), getattr(conn, "commands", 0)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr("luapipe:bench:t:a").incr("luapipe:bench:t:b")
+        await pipe.execute()
+        await client.aclose()
+        shared = tasks._COUNTS["commands"] - before[0]["commands"]
+        return shared, getattr(conn, "commands", 0) - before[1]
+
+    assert asyncio.run(pipeline_of_two(tasks.CountingAsyncConnection))[0] == 2  # --tasks
+    assert asyncio.run(pipeline_of_two(pyforms._CountingAsyncConnection))[1] == 2  # async def
+
+
+def test_with_asyncio_tasks_only_what_runs_on_an_event_loop_is_timed() -> None:
+    (w,) = resolve_workloads([str(BUCKET / "token_bucket.lua")], tasks=4)
+    assert w.forms == ("script", "function", "py_async")
+    assert w.describe()["not_timed"].startswith("py_naive, py_watch: a plain Python function")

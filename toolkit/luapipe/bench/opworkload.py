@@ -256,6 +256,7 @@ def resolve_workloads(
     batch: int = 1,
     seed: int = 1,
     scripts_dir: str | None = None,
+    tasks: int = 1,
 ) -> list[Workload]:
     """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``);
     a team's own script: a ``.lua`` file, its ``.bench.toml`` profile, or the name of a
@@ -274,7 +275,7 @@ def resolve_workloads(
             out.append(UpdateTokenWorkload(contention=contention, batch=batch))
         elif is_script_target(name) or spec_path(name) is None:
             found = script_workload(
-                name, scripts_dir, contention=contention, seed=seed, batch=batch
+                name, scripts_dir, contention=contention, seed=seed, batch=batch, tasks=tasks
             )
             if found is None:
                 known = ", ".join(catalogue_names())

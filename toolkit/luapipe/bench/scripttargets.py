@@ -52,6 +52,7 @@ def script_workload(
     contention: str = "spread",
     seed: int = 1,
     batch: int = 1,
+    tasks: int = 1,
 ) -> ScriptWorkload | None:
     """The workload of a script target (see the module's docstring); None when ``name``
     is no script."""
@@ -70,4 +71,4 @@ def script_workload(
             )
         beside = profile_of(path)
         profile = load_profile(beside, path) if beside else default_profile(load_file(path))
-    return ScriptWorkload(profile, contention=contention, seed=seed, batch=batch)
+    return ScriptWorkload(profile, contention=contention, seed=seed, batch=batch, tasks=tasks)

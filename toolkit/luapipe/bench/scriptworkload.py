@@ -28,7 +28,7 @@ from typing import Any
 import redis
 
 from luapipe.bench.benchkeys import delete_matching, patterns, tagged
-from luapipe.bench.opcalls import OpCalls
+from luapipe.bench.opcalls import AsyncOpCalls, OpCalls
 from luapipe.bench.opcases import write_states
 from luapipe.bench.profile import DEFAULT_KEY_COUNT, CallArgs, copy_namespace, rebase
 from luapipe.bench.pyforms import AsyncCaller, PythonForm, load_callable
@@ -93,6 +93,8 @@ class ScriptWorkload:
     pool: int = 64
     seed: int = 1
     batch: int = 1
+    #: ``--tasks``: asyncio tasks per client; > 1 times only what runs on an event loop
+    tasks: int = 1
     cases: tuple[Case, ...] = field(default=(), compare=False)
     baseline: dict[int, Any] = field(default_factory=dict, compare=False)
     libraries: list[LibrarySnapshot | None] = field(default_factory=list, compare=False)
@@ -125,7 +127,12 @@ class ScriptWorkload:
     @property
     def forms(self) -> tuple[str, ...]:
         built = ("function",) if "functions" in self.state else ()
-        return ("script", *built, *self.python_forms)
+        return ("script", *built, *(f.name for f in self.profile.forms if f not in self._blocking))
+
+    @property
+    def _blocking(self) -> tuple[PythonForm, ...]:
+        """With ``--tasks`` > 1, the plain functions: they would block the event loop."""
+        return tuple(f for f in self.profile.forms if self.tasks > 1 and not f.is_async)
 
     @property
     def atomic_forms(self) -> frozenset[str]:
@@ -170,6 +177,9 @@ class ScriptWorkload:
         }
         if "unconverted" in self.state:
             out["function"] = f"not timed: {self.state['unconverted']}"
+        if self._blocking:
+            names = ", ".join(f.name for f in self._blocking)
+            out["not_timed"] = f"{names}: a plain Python function is timed with --tasks 1"
         return out
 
     # -- cases -------------------------------------------------------------------------------
@@ -332,6 +342,57 @@ class ScriptWorkload:
         )
         calls.caller = caller
         return calls
+
+    def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> AsyncOpCalls:
+        """The asyncio calls (``--tasks``): ``client`` is a ``redis.asyncio`` client or an
+        auto-pipeline over one. The script and its function go through the registry, an
+        ``async def`` form gets the client itself; a plain function would block the loop."""
+        keys_of, args_of, name = self.profile.keys, self.profile.args, self.name
+        if form in ("script", "function"):
+            reg = self.state["scripts" if form == "script" else "functions"]
+
+            async def registered(
+                c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]
+            ) -> _Result:
+                value = await reg.call(
+                    c, name, _positional(keys_of, keys), _positional(args_of, args)
+                )
+                return _Result(value)
+
+            run: Any = registered
+        else:
+            py = self.python_forms[form]
+            if not py.is_async:
+                raise LuapipeError(
+                    f"{self.name} {form}: a plain Python function is timed with --tasks 1 "
+                    "(an async def runs with --tasks N)"
+                )
+            fn = load_callable(py.target, f"form {form}")
+
+            async def awaited(
+                c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]
+            ) -> _Result:
+                return _Result(await fn(c, _positional(keys_of, keys), _positional(args_of, args)))
+
+            run = awaited
+        draw = self.draw
+        draws = (
+            CallArgs(tuple((d, False) for d in draw.args if not d.fixed)) if draw else CallArgs(())
+        )
+        return AsyncOpCalls(
+            _Flag(self.wrote),
+            client,
+            form,
+            self.cases,
+            KeyChooser(self.contention, len(self.cases)),
+            random.Random(seed * 1000 + worker),
+            draws=draws,
+            renew=draw.renew if draw is not None else "never",
+            frontier=self.state.get("frontier") or [0] * len(self.cases),
+            copies=int(self.state.get("copies", 1)),
+            worker=worker,
+            run=run,
+        )
 
     # -- the invariant -----------------------------------------------------------------------
     def _invariants(self, client: Any, cases: Any) -> list[Any]:

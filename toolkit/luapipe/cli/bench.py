@@ -312,6 +312,7 @@ def bench(
         batch=batch,
         seed=seed,
         scripts_dir=directory,
+        tasks=tasks,
     )
     config = BenchConfig(
         rtts_ms=rtts,
