@@ -28,10 +28,11 @@ from typing import Any
 import redis
 
 from luapipe.bench.benchkeys import delete_matching, patterns, tagged
-from luapipe.bench.opcalls import AsyncOpCalls, OpCalls
+from luapipe.bench.opcalls import AsyncOpCalls
 from luapipe.bench.opcases import write_states
 from luapipe.bench.profile import DEFAULT_KEY_COUNT, CallArgs, copy_namespace, rebase
-from luapipe.bench.pyforms import AsyncCaller, PythonForm, load_callable
+from luapipe.bench.pyforms import PythonForm, load_callable
+from luapipe.bench.scriptcalls import Calls, Flag, Target, async_runner, sync_runner
 from luapipe.bench.scriptprofile import ScriptProfile
 from luapipe.bench.workloads import KeyChooser, OpFn
 from luapipe.errors import LuapipeError, ScriptError
@@ -41,49 +42,12 @@ from luapipe.operations.libraries import LibrarySnapshot, restore_library, snaps
 from luapipe.operations.scriptcases import flat, script_case
 from luapipe.scripts.build import build_library
 from luapipe.scripts.registry import ScriptRegistry
-from luapipe.wire.routing import is_cluster
 
 __all__ = ["TRIALS", "ScriptWorkload"]
 
 TRIALS = 3  # calls a profile-less case must succeed in, to be chosen
 BASE = "bench"  # the Function twin's library: luapipe_bench_<hash>
 _EDGE_TEXT = ("abc", "", "1.5", " 1", "007", "x y", "é")
-
-
-@dataclass(frozen=True)
-class _Result:
-    value: Any
-    retries: int = 0
-
-
-class _Calls(OpCalls):
-    """OpCalls with the hooks an asyncio form needs: its own counts, and closing."""
-
-    caller: AsyncCaller | None = None
-
-    def counts(self) -> Any:
-        return self.caller.counts() if self.caller is not None else None
-
-    def close(self) -> None:
-        if self.caller is not None:
-            self.caller.close()
-
-
-@dataclass(frozen=True)
-class _Flag:
-    """What OpCalls reads of an operation: how to tell from a reply that a call wrote."""
-
-    wrote: str | None
-
-
-def _positional(params: Any, values: dict[str, Any]) -> list[Any]:
-    out: list[Any] = []
-    for p in params:
-        if p.name not in values:
-            break  # an optional one left out: the ones after it too
-        v = values[p.name]
-        out.extend(v if isinstance(v, list | tuple) else (v,))
-    return out
 
 
 @dataclass(frozen=True)
@@ -291,108 +255,40 @@ class ScriptWorkload:
         }
 
     # -- calls -------------------------------------------------------------------------------
-    def _runner(self, client: Any, form: str) -> tuple[Any, AsyncCaller | None]:
-        keys_of, args_of = self.profile.keys, self.profile.args
-        name = self.name
+    def _target(self, form: str) -> Target:
+        p = self.profile
         if form in ("script", "function"):
             reg = self.state["scripts" if form == "script" else "functions"]
+            return Target(self.name, p.keys, p.args, registry=reg)
+        return Target(self.name, p.keys, p.args, python=self.python_forms[form])
 
-            def registered(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> _Result:
-                return _Result(
-                    reg.call(c, name, _positional(keys_of, keys), _positional(args_of, args))
-                )
-
-            return registered, None
-        py = self.python_forms[form]
-        fn = load_callable(py.target, f"form {form}")
-        if py.is_async:
-            if is_cluster(client):
-                raise LuapipeError(f"{form}: an asyncio Python form runs on a single server")
-            caller = AsyncCaller(fn, client)
-
-            def awaited(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> _Result:
-                return _Result(caller(_positional(keys_of, keys), _positional(args_of, args)))
-
-            return awaited, caller
-
-        def plain(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> _Result:
-            return _Result(fn(c, _positional(keys_of, keys), _positional(args_of, args)))
-
-        return plain, None
+    def _picks(self, worker: int, seed: int) -> dict[str, Any]:
+        """How a worker picks cases and draws args (the same for every form)."""
+        draw = self.draw
+        drawn = tuple((d, False) for d in draw.args if not d.fixed) if draw is not None else ()
+        return {
+            "chooser": KeyChooser(self.contention, len(self.cases)),
+            "rng": random.Random(seed * 1000 + worker),
+            "draws": CallArgs(drawn),
+            "renew": draw.renew if draw is not None else "never",
+            "frontier": self.state.get("frontier") or [0] * len(self.cases),
+            "copies": int(self.state.get("copies", 1)),
+            "worker": worker,
+        }
 
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
-        run, caller = self._runner(client, form)
-        draw = self.draw
-        draws = (
-            CallArgs(tuple((d, False) for d in draw.args if not d.fixed)) if draw else CallArgs(())
-        )
-        calls = _Calls(
-            _Flag(self.wrote),
-            client,
-            form,
-            self.cases,
-            KeyChooser(self.contention, len(self.cases)),
-            random.Random(seed * 1000 + worker),
-            draws=draws,
-            renew=draw.renew if draw is not None else "never",
-            frontier=self.state.get("frontier") or [0] * len(self.cases),
-            copies=int(self.state.get("copies", 1)),
-            worker=worker,
-            run=run,
-        )
+        run, caller = sync_runner(self._target(form), client)
+        flag = Flag(self.wrote)
+        calls = Calls(flag, client, form, self.cases, run=run, **self._picks(worker, seed))
         calls.caller = caller
         return calls
 
     def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> AsyncOpCalls:
         """The asyncio calls (``--tasks``): ``client`` is a ``redis.asyncio`` client or an
-        auto-pipeline over one. The script and its function go through the registry, an
-        ``async def`` form gets the client itself; a plain function would block the loop."""
-        keys_of, args_of, name = self.profile.keys, self.profile.args, self.name
-        if form in ("script", "function"):
-            reg = self.state["scripts" if form == "script" else "functions"]
-
-            async def registered(
-                c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]
-            ) -> _Result:
-                value = await reg.call(
-                    c, name, _positional(keys_of, keys), _positional(args_of, args)
-                )
-                return _Result(value)
-
-            run: Any = registered
-        else:
-            py = self.python_forms[form]
-            if not py.is_async:
-                raise LuapipeError(
-                    f"{self.name} {form}: a plain Python function is timed with --tasks 1 "
-                    "(an async def runs with --tasks N)"
-                )
-            fn = load_callable(py.target, f"form {form}")
-
-            async def awaited(
-                c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]
-            ) -> _Result:
-                return _Result(await fn(c, _positional(keys_of, keys), _positional(args_of, args)))
-
-            run = awaited
-        draw = self.draw
-        draws = (
-            CallArgs(tuple((d, False) for d in draw.args if not d.fixed)) if draw else CallArgs(())
-        )
-        return AsyncOpCalls(
-            _Flag(self.wrote),
-            client,
-            form,
-            self.cases,
-            KeyChooser(self.contention, len(self.cases)),
-            random.Random(seed * 1000 + worker),
-            draws=draws,
-            renew=draw.renew if draw is not None else "never",
-            frontier=self.state.get("frontier") or [0] * len(self.cases),
-            copies=int(self.state.get("copies", 1)),
-            worker=worker,
-            run=run,
-        )
+        auto-pipeline over one (see :func:`~luapipe.bench.scriptcalls.async_runner`)."""
+        run = async_runner(self._target(form))
+        flag = Flag(self.wrote)
+        return AsyncOpCalls(flag, client, form, self.cases, run=run, **self._picks(worker, seed))
 
     # -- the invariant -----------------------------------------------------------------------
     def _invariants(self, client: Any, cases: Any) -> list[Any]:
