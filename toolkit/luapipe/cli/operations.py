@@ -130,6 +130,7 @@ def functions_build(directory: str, base: str, out: str, as_json: bool) -> None:
 @click.option(
     "--url",
     default=None,
+    callback=common.checked_url(),
     help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
 )
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
@@ -150,6 +151,7 @@ def functions_verify(
     import contextlib
     import shlex
 
+    from luapipe.errors import mask_url
     from luapipe.operations.builtverify import verify_built
     from luapipe.scripts.registry import ScriptRegistry
 
@@ -158,7 +160,7 @@ def functions_verify(
     reg = ScriptRegistry.from_directory(directory, functions=base)
     for name in names:
         reg[name]  # an unknown name is one error before a server starts
-    where = "--fake" if fake else f"--url {shlex.quote(url)}" if url else ""
+    where = "--fake" if fake else f"--url {shlex.quote(mask_url(url))}" if url else ""
     command = f"luapipe functions verify {shlex.quote(directory)} --library {base} {where}"
     with contextlib.ExitStack() as stack:
         if fake:

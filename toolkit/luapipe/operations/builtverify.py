@@ -26,11 +26,19 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import redis
 
-from luapipe.errors import LuapipeError
+from luapipe.errors import (
+    AuthenticationFailed,
+    ConnectionFailed,
+    LuapipeError,
+    OutcomeUnknown,
+    PermissionDenied,
+    ScriptRuntimeError,
+)
 from luapipe.operations.casegen import Case
 from luapipe.operations.keyspace import delete_namespace, dump, setup
 from luapipe.operations.libraries import restore_library, snapshot_named
@@ -44,6 +52,7 @@ from luapipe.wire.clients import require_sync
 __all__ = ["BuiltVerification", "verify_built"]
 
 FORMS = ("script", "function")
+_NOT_RUN = (ConnectionFailed, OutcomeUnknown, AuthenticationFailed)
 #: fakeredis: "ERR unknown command '11'..." from a script, "ERR Unknown Redis command called
 #: from script" from a function (Redis says the latter for both)
 _UNKNOWN = re.compile(r"ERR unknown (?:redis )?command", re.IGNORECASE)
@@ -101,7 +110,11 @@ class _Forms:
         reg = self.scripts if form == "script" else self.functions
         try:
             return ("ok", reg.call(client, script.name, flat(case.keys), flat(case.args)))
+        except _NOT_RUN:
+            raise  # the server cannot be used (unreachable, a password, an ACL): stop there
         except LuapipeError as exc:
+            if isinstance(exc, PermissionDenied) and not isinstance(exc, ScriptRuntimeError):
+                raise  # the call itself was refused (EVALSHA, FCALL), not a command inside
             return ("error", self._error(exc, script))
 
     def _error(self, exc: LuapipeError, script: LuaScript) -> str:
@@ -197,6 +210,7 @@ def verify_built(
     reports: list[VerifyReport] = []
     not_run: list[tuple[str, str]] = []
     snapshot = snapshot_named(built.name, client)
+    failed = True
     try:
         for script_name, _ in built.scripts:
             if wanted is not None and script_name not in wanted:
@@ -206,10 +220,17 @@ def verify_built(
                 not_run.append((script_name, "fakeredis refuses a script's #!lua line"))
                 continue
             reports.append(_verify_one(forms, client, script, cases, seed, ns, whole_keyspace))
+        failed = False
     finally:
+        cleanups = [partial(restore_library, snapshot)]
         if not whole_keyspace:
-            delete_namespace(client, ns)
-        restore_library(snapshot)
+            cleanups.insert(0, partial(delete_namespace, client, ns))
+        for cleanup in cleanups:
+            try:
+                cleanup()
+            except redis.RedisError:
+                if not failed:  # never hide the error that stopped verify behind this one
+                    raise
     if reproduce:
         reports = [_with_reproduce(r, reproduce) for r in reports]
     unconverted = tuple(u for u in built.skipped if wanted is None or u.name in wanted)
