@@ -70,7 +70,7 @@ def test_an_existing_script_benches_by_path_and_by_name_without_a_profile(
     monkeypatch.chdir(tmp_path)  # ./scripts_lua is where a NAME is looked for
     by_name = _bench("incr_capped", "--url", url)
     assert by_name.exit_code == 0, by_name.output
-    assert "incr_capped  function" in by_name.output
+    assert "recommendation: incr_capped at 0 ms RTT" in by_name.output
     elsewhere = _bench("incr_capped", "--url", url, "--dir", str(tmp_path / "nowhere"))
     assert elsewhere.exit_code == 1 and "not a script of the scripts directory" in elsewhere.output
 
@@ -105,9 +105,11 @@ def test_hot_contention_catches_the_racing_python_forms(url: str, tmp_path: Path
     out = tmp_path / "hot.json"
     run = _bench(
         str(BUCKET / "token_bucket.lua"), "--url", url, "--contention", "hot",
-        "--clients", "4", "--json", str(out),
+        "--clients", "4", "--json", str(out), "--html", str(tmp_path / "hot.html"),
     )  # fmt: skip
     assert run.exit_code == 0, run.output
+    page = (tmp_path / "hot.html").read_text()
+    assert "Bench profile</b> (the script&#39;s bench profile):\nA bucket per user" in page
     data = json.loads(out.read_text())
     for r in data["records"]:
         assert r["invariant_cases"] > 2, r["form"]  # buckets were renewed: the boundary recurs
@@ -214,3 +216,51 @@ def test_with_asyncio_tasks_only_what_runs_on_an_event_loop_is_timed() -> None:
     (w,) = resolve_workloads([str(BUCKET / "token_bucket.lua")], tasks=4)
     assert w.forms == ("script", "function", "py_async")
     assert w.describe()["not_timed"].startswith("py_naive, py_watch: a plain Python function")
+
+
+class _Counter:
+    """The smallest Workload the README describes: INCR, one by one or in a MULTI."""
+
+    name = "hits"
+    forms = ("naive", "mine")
+    batch = 1
+    atomic_forms = frozenset({"mine"})
+    write_share_declared = 1.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": "custom", "read_compute_write": False}
+
+    def reset(self, client: redis.Redis) -> None:
+        client.delete("luapipe:bench:hits:n")
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        return None
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> Any:
+        def call(i: int) -> int:
+            if form == "naive":
+                client.incr("luapipe:bench:hits:n")
+            else:
+                pipe = client.pipeline(transaction=True)
+                pipe.incr("luapipe:bench:hits:n").expire("luapipe:bench:hits:n", 60)
+                pipe.execute()
+            return 0
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        n = int(client.get("luapipe:bench:hits:n") or 0)
+        return n == ops_done, f"{n} hits for {ops_done} calls"
+
+
+def test_a_workload_of_ones_own_runs_as_the_readme_says(url: str, tmp_path: Path) -> None:
+    from luapipe.report import write_html
+
+    result = run_bench(url, [_Counter()], QUICK)
+    rows = {r.form: r for r in result.records}
+    assert rows["naive"].round_trips_per_op == rows["mine"].round_trips_per_op == 1
+    assert rows["mine"].commands_per_op == 4  # MULTI, INCR, EXPIRE, EXEC
+    assert (rows["naive"].atomic, rows["mine"].atomic) == (False, True)
+    assert all(r.invariant_ok and r.calls > 0 for r in rows.values())
+    write_html(result.as_dict(), str(tmp_path / "hits.html"))
+    assert "Operation: hits" in (tmp_path / "hits.html").read_text()
