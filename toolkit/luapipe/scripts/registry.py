@@ -142,7 +142,9 @@ class ScriptRegistry:
             self._scripts.pop(problem.name, None)
         #: function name -> (function, its library): what reg.call looks up first
         self._fns: dict[str, tuple[LuaFunction, FunctionLibrary]] = {
-            f.name: (f, lib) for lib in self._libraries.values() for f in lib.functions
+            f.name: (f, lib)
+            for lib in self._libraries.values()
+            for f in (*lib.functions, *lib.later)
         }
         self._built: BuiltLibrary | None = None
         if functions is not None:  # the scripts that can, called as the built functions
