@@ -21,9 +21,9 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions as rex
 
-from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, translate
+from luapipe.errors import ConnectionFailed, LuapipeError, translate
 from luapipe.wire.aio import _socket_stale
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue
+from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
 from luapipe.wire.replies import ReplyError, full_error_text
 
 __all__ = ["AioLink", "copy_error"]
@@ -351,12 +351,7 @@ class AioLink:
     def _lost_written(self, entries: Sequence[Entry], exc: BaseException) -> None:
         if not entries:
             return
-        err = translate(exc, where=self.node, sent=True)
-        if not isinstance(err, OutcomeUnknown):
-            err = OutcomeUnknown(
-                f"connection to {self.node} failed after the request was sent ({err}); "
-                "outcome unknown, it was not re-sent"
-            )
+        err = lost_after_write(self.node, exc)
         self.ap._sched.lost(entries, lambda: copy_error(err))
 
 

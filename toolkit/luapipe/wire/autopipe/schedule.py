@@ -43,7 +43,7 @@ import bisect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, OutcomeUnknown, translate
 from luapipe.wire.limits import LIMIT_QUESTION as _LIMIT
 from luapipe.wire.replies import Command, ReplyError, as_command, with_asking
 from luapipe.wire.routing import Locate, LocateMany, Nodes, Send, SendEach, SlotsOf, Steps
@@ -55,6 +55,7 @@ __all__ = [
     "Recover",
     "Router",
     "Scheduler",
+    "lost_after_write",
     "miss_group",
 ]
 
@@ -70,6 +71,20 @@ _MISS_FUNCTION = frozenset({"FCALL", "FCALL_RO", b"FCALL", b"FCALL_RO"})
 
 def _word(arg: Any) -> Any:
     return arg.upper() if isinstance(arg, str | bytes) else arg
+
+
+def lost_after_write(node: str, exc: BaseException | None) -> LuapipeError:
+    """What each caller of a write that may have reached ``node`` gets when its connection
+    fails (``exc``): :class:`OutcomeUnknown`, saying so once (the translated error already
+    does for a timeout or a lost connection: it is not wrapped in a second sentence)."""
+    err = translate(exc, where=node, sent=True) if exc is not None else None
+    if isinstance(err, OutcomeUnknown):
+        return err
+    cause = f" ({err})" if err is not None else ""
+    return OutcomeUnknown(
+        f"connection to {node} failed after the request was sent{cause}; "
+        "outcome unknown, it was not re-sent"
+    )
 
 
 def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
