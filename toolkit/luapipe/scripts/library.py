@@ -176,6 +176,11 @@ class FunctionLibrary:
         mapped = self.line_map[line - 1] if 0 < line <= len(self.line_map) else line
         return f"{self.path or self.name}:{mapped}"
 
+    def error_source(self, function: str) -> Any:
+        """What an error of ``function`` is read against (its file and code): the library
+        itself; a built library gives the script the function was built from."""
+        return self
+
     def load_args(self, *, replace: bool = False) -> tuple[str, ...]:
         """FUNCTION LOAD [REPLACE] <code>."""
         return (

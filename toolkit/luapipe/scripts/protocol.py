@@ -304,7 +304,8 @@ def function_result(call: FunctionCall, reply: Any) -> Any:
     (returned, not raised)."""
     if isinstance(reply, ReplyError):
         label = f"function {call.function.name}, library {call.library.name}"
-        return script_error(call.library, reply.text, reply.where, reply.command, label=label)
+        source = call.library.error_source(call.function.name)
+        return script_error(source, reply.text, reply.where, reply.command, label=label)
     return reply
 
 
