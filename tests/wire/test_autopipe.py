@@ -911,3 +911,32 @@ def test_a_connection_being_made_survives_a_garbage_collection(
             await ap.aclose()
 
     assert arun(redis_server, body, socket_timeout=None) == 1  # no timer keeps it either
+
+
+def test_a_bad_value_is_refused_by_name_before_it_joins_a_write(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """None, a bool or an IntEnum in a plain command is refused when called, naming the
+    command and the position, as in reg.call and explicit pipelines; redis-py's asyncio
+    encoder would have stored an IntEnum's repr ('<Status.OK: 1>'), and the callers beside
+    it are untouched."""
+    import enum
+
+    class Status(enum.IntEnum):
+        OK = 1
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            ap.set("a", 1), ap.set("b", None), ap.set("c", Status.OK), ap.set("d", True),
+            ap.incr("a"), return_exceptions=True,
+        )  # fmt: skip
+        await ap.aclose()
+        return out
+
+    out = arun(redis_server, body)
+    assert out[0] is True and out[4] == 2
+    for o, shown in zip(out[1:4], ["None", "<Status.OK: 1>", "True"], strict=True):
+        assert isinstance(o, CallArgumentError), o
+        assert str(o).startswith(f"command SET: args[1] is {shown}"), o
+    assert r.exists("b", "c", "d") == 0

@@ -278,3 +278,16 @@ def test_threads_an_interrupted_caller_leaves_the_others_going(
     assert ap.incr("m") == 4
     assert r.get("ran") == b"1" and r.get("interrupted") is None
     ap.close()
+
+
+def test_threads_a_bad_value_is_refused_by_name(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """As on asyncio: refused when called, naming the command; hiredis's packer would
+    refuse it unnamed ('A tuple item must be str, int, float or bytes')."""
+    ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    with pytest.raises(CallArgumentError, match=r"^command SET: args\[1\] is None"):
+        ap.set("j", None)
+    assert ap.incr("j2") == 1
+    assert r.exists("j") == 0
+    ap.close()

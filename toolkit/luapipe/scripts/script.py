@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import DataError
-
 from luapipe.errors import CallArgumentError, ScriptError
 from luapipe.scripts.header import Param, Signature, parse_header
 from luapipe.wire.replies import Value
+from luapipe.wire.values import PLAIN as _PLAIN
+from luapipe.wire.values import check_values, param_name
 
 __all__ = [
     "LuaScript",
@@ -211,9 +211,6 @@ class LuaScript:
         check_count(what, self.args, len(args), "arg")
 
 
-_SENDABLE = (str, bytes, bytearray, memoryview, int, float)
-
-
 @functools.cache
 def _bounds(params: tuple[Param, ...]) -> tuple[int, int | None]:
     """(minimum, maximum or None) of a declared signature, computed once per signature: a
@@ -253,7 +250,6 @@ def check_count(what: str, params: tuple[Param, ...] | None, n: int, noun: str) 
         raise CallArgumentError(f"{what} takes {Signature(params).describe(noun)}, got {n}")
 
 
-_PLAIN = frozenset({str, bytes, int, float})
 _SEQUENCES = frozenset({list, tuple})
 _TEXT = (str, bytes, bytearray, memoryview)
 
@@ -278,40 +274,3 @@ def call_values(name: str, kind: str, values: Any) -> Sequence[Value]:
         f"script {name!r}: {kind} must be a list of values, got {type(values).__name__} "
         f"{shown}{hint}; nothing was sent"
     )
-
-
-def check_values(
-    what: str, kind: str, values: Sequence[object], params: Sequence[Param] | None = None
-) -> None:
-    """What redis-py's encoder refuses (None, a bool, a dict...), refused before sending
-    (redis-py's own refusal names neither the callee nor the value); ``what`` names the
-    callee (``script 'x'``), ``params`` the declared names (``args[1] (limit)``)."""
-    for v in values:
-        if v.__class__ not in _PLAIN:
-            break
-    else:
-        return  # the usual case, checked without building anything
-    for i, v in enumerate(values):
-        # an int subclass (IntEnum...) too: hiredis refuses it unnamed, the asyncio encoder
-        # sends its repr ('<Status.OK: 1>')
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, _SENDABLE)
-            or (isinstance(v, int) and v.__class__ is not int)
-        ):
-            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
-            raise CallArgumentError(
-                f"{what}: {kind}[{i}]{param_name(params, i)} is {shown} ({type(v).__name__}); "
-                "keys and args must be str, bytes, int or float; nothing was sent",
-                like=DataError,
-            )
-
-
-def param_name(params: Sequence[Param] | None, i: int) -> str:
-    """`` (limit)``: the declared name of position ``i`` (a variadic one names the rest),
-    or ``""`` where nothing is declared."""
-    if not params:
-        return ""
-    if i < len(params):
-        return f" ({params[i].name})"
-    return f" ({params[-1].name})" if params[-1].variadic else ""

@@ -69,6 +69,7 @@ from luapipe.wire.routing import (
     command_slot_error,
     node_order,
 )
+from luapipe.wire.values import check_values
 
 __all__ = ["AsyncAutoPipeline"]
 
@@ -342,6 +343,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         """A redis-py command through the auto-pipeline: what the client's method returns."""
+        check_values(f"command {args[0]}", "args", args[1:])  # not at pack time, unnamed
         if self._packer is None or self._loop is not _running_loop():
             await self._start()
         head = args[0]

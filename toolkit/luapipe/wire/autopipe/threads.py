@@ -63,6 +63,7 @@ from luapipe.wire.routing import (
     command_slot_error,
     node_order,
 )
+from luapipe.wire.values import check_values
 
 __all__ = ["AutoPipeline"]
 
@@ -292,6 +293,7 @@ class AutoPipeline(CoreCommands):
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         """A redis-py command through the auto-pipeline: what the client's method returns."""
+        check_values(f"command {args[0]}", "args", args[1:])  # not at pack time, unnamed
         head = args[0]
         route = self._routes.get(head) if not options else None
         if route is None:
