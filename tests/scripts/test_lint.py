@@ -126,18 +126,29 @@ def test_without_a_target_the_base_environment_applies() -> None:
     ]
 
 
-def test_insecure_functions_are_blocked_from_redis_8_2() -> None:
-    found = lint("return getfenv(1)\n", "redis-7.4", "redis-8.2", "valkey-8")
+def test_insecure_functions_are_blocked_by_the_fix_and_the_finding_names_its_releases() -> None:
+    """The CVE-2025-46818 fix reached every maintained line (and Debian's 7.0.15), so every
+    target refuses getfenv but valkey-8.0 (8.0.0 to 8.0.5, which still has it), and the
+    finding names the releases it comes from."""
+    found = lint("return getfenv(1)\n", "redis-7.0", "redis-8.2", "valkey-8.0", "valkey-8")
     assert found == [
-        "s.lua:1:8: error W113: accessing undefined variable 'getfenv' (blocked from Redis "
-        "8.2.2 (CVE-2025-46818) and off by default on Valkey) (on redis-8.2, valkey-8)"
+        "s.lua:1:8: error W113: accessing undefined variable 'getfenv' (blocked by the "
+        "CVE-2025-46818 fix: Redis 7.2.11, 7.4.6, 8.0.4, 8.2.2 and backports (Debian 12's "
+        "7.0.15); Valkey 7.2.11, 8.0.6, 8.1.4 unless lua-enable-insecure-api is yes) "
+        "(on redis-7.0, redis-8.2, valkey-8)"
     ]
+    assert lint("return getfenv(1)\n", "valkey-8.0") == []
 
 
 def test_valkey_knows_server_and_redis_8_knows_os_clock() -> None:
     assert lint("return server.call('PING')\n", "valkey-8") == []
     assert lint("return tostring(os.clock())\n", "redis-8.2") == []
-    assert "os.clock exists from Redis 8.0 only" in lint("return os.clock()\n", "redis-7.4")[0]
+    assert lint("return {os.clock(), redis.VALKEY_VERSION}\n", "valkey-8.0", "valkey-8") == []
+    assert (
+        "os.clock exists from Redis 8.0 and on Valkey 8 only"
+        in (lint("return os.clock()\n", "redis-7.4")[0])
+    )
+    assert "Valkey only" in lint("return redis.VALKEY_VERSION\n", "redis-7.0")[0]
 
 
 def test_dragonfly_runs_lua_5_4_but_keeps_unpack() -> None:
