@@ -12,7 +12,6 @@ import redis
 from luapipe.errors import EnvironmentProblem, LuapipeError, ScriptRuntimeError
 from luapipe.scripts.lint import LintIssue, lint_scripts
 from luapipe.scripts.loader import load_file
-from luapipe.scripts.luaenv import BASE, TARGETS
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 
@@ -216,20 +215,3 @@ def test_without_luacheck_lint_says_how_to_install_it(monkeypatch: pytest.Monkey
 def test_lint_issue_reads_as_one_line() -> None:
     issue = LintIssue("a.lua:3:7", "warning", "unused variable 'x'", "W211")
     assert str(issue) == "a.lua:3:7: warning W211: unused variable 'x'"
-
-
-def test_the_standard_matches_a_live_server(r: redis.Redis) -> None:
-    """Every global and library field a script sees on the test server is in the
-    standard; what the standard has beyond it is only what patched builds block."""
-    listing = (
-        "local out = {} for k, v in pairs(_G) do "
-        "if type(v) == 'table' and k ~= '_G' and k ~= 'KEYS' and k ~= 'ARGV' then "
-        "for f in pairs(v) do out[#out + 1] = k .. '.' .. f end "
-        "elseif k ~= '__redis__err__handler' and k ~= 'KEYS' and k ~= 'ARGV' then "
-        "out[#out + 1] = k end end return out"
-    )
-    live = {x.decode() for x in r.eval(listing, 0)}
-    ours = {f"{g}.{f}" if f else g for g, fields in BASE.items() for f in (fields or ("",))}
-    assert live - ours == set()
-    assert ours - live <= {"getfenv", "setfenv", "newproxy"}
-    assert set(TARGETS) == {"redis-7.0", "redis-7.4", "redis-8.2", "valkey-8", "dragonfly"}
