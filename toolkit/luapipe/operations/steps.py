@@ -19,7 +19,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from luapipe.errors import LuapipeError, ScriptRuntimeError, TransactionAborted
+from redis.exceptions import ResponseError
+
+from luapipe.errors import LuapipeError, ScriptRuntimeError, TransactionAborted, translate
 from luapipe.operations.plan import (
     Batches,
     Cmd,
@@ -35,6 +37,7 @@ from luapipe.operations.plan import (
 from luapipe.scripts.protocol import ScriptCall
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.refusals import FUNCTION_NOT_FOUND, refused
 from luapipe.wire.replies import ReplyError, raise_for
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "commands",
     "compute",
     "exec_replies",
+    "function_error",
     "function_steps",
     "naive_steps",
     "pipelined_steps",
@@ -236,22 +240,28 @@ def function_steps(plan: Plan, env: Env, address: str) -> Batches[Any]:
     known = (address, plan.function_name)
     if known in _FUNCTIONS:
         (reply,) = yield encode([call])
-        if not (isinstance(reply, ReplyError) and "Function not found" in reply.text):
-            return _function_reply(plan, reply)
+        if not (isinstance(reply, ReplyError) and reply.text == FUNCTION_NOT_FOUND):
+            return _function_reply(plan, reply, call[0])
     load, reply = yield encode([("FUNCTION", "LOAD", "REPLACE", plan.lua_library), call])
     raise_for(load)
     with _LOCK:
         _FUNCTIONS.add(known)
-    return _function_reply(plan, reply)
+    return _function_reply(plan, reply, call[0])
 
 
 _FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_function:\d+\.$")
 
 
-def _function_reply(plan: Plan, reply: Any) -> Any:
+def function_error(name: str, text: str, sent: str) -> LuapipeError:
+    """The error for an FCALL (``sent``) answered ``text``: a refusal (BUSY, READONLY, OOM,
+    NOPERM..., read by :func:`luapipe.wire.refusals.refused` as on every engine) keeps its
+    class; anything else is the function's own error, a ScriptRuntimeError."""
+    if refused(text, sent):
+        return translate(ResponseError(text))
+    return ScriptRuntimeError(f"function {name} failed: {_FN_WHERE.sub('', text)}")
+
+
+def _function_reply(plan: Plan, reply: Any, sent: str) -> Any:
     if isinstance(reply, ReplyError):
-        text = _FN_WHERE.sub("", reply.text)
-        if text.startswith(("BUSY", "READONLY", "CROSSSLOT", "NOPERM")):
-            raise_for(reply)
-        raise ScriptRuntimeError(f"function {plan.function_name} failed: {text}")
+        raise function_error(plan.function_name, reply.text, sent)
     return wire(reply)

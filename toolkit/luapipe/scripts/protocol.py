@@ -32,8 +32,6 @@ from redis.exceptions import ResponseError
 
 from luapipe.errors import (
     BusyError,
-    ConnectionFailed,
-    CrossSlotError,
     LuapipeError,
     PermissionDenied,
     ReadOnlyError,
@@ -44,6 +42,7 @@ from luapipe.errors import (
     translate,
 )
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.refusals import refused
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
@@ -66,14 +65,12 @@ _TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:(\d+)\.$")
 
 def cached_by_eval(reply: Any) -> bool:
     """Whether an EVAL that got ``reply`` compiled the script (so it is cached now): a value,
-    or an error raised while the script ran; not a refusal before it ran (BUSY, NOPERM,
-    OOM, READONLY...) and not a compile error. A hint either way: a wrong guess costs one
-    NOSCRIPT round trip, never a second run."""
+    or the script's own error; not a refusal before it ran (BUSY, NOPERM, OOM, READONLY...,
+    :func:`~luapipe.wire.refusals.refused`) and not a compile error. A hint either way: a
+    wrong guess costs one NOSCRIPT round trip, never a second run."""
     if not isinstance(reply, ReplyError):
         return True
-    if reply.is_compile_error:
-        return False
-    return bool(_TRAILER.search(reply.text) or _LINE_TAG.search(reply.text))
+    return not (reply.is_compile_error or refused(reply.text))
 
 
 def parse_lua_error(text: str) -> tuple[int, str] | None:
@@ -139,7 +136,7 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
     """The error for a script's error reply, naming the script's file:line where known.
 
     Its class is luapipe's and also redis-py's for the same reply (see luapipe.errors)."""
-    if text.startswith("BUSY"):  # another script holds the server: this one did not run
+    if refused(text) and text.startswith("BUSY "):  # another script holds the server
         return BusyError(f"BUSY: the server is running another script; {script.name} did not run")
     compile_err = "Error compiling script" in text
     found = parse_lua_error(text)
@@ -169,21 +166,11 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
             path=script.path or script.name,
             like=ResponseError,
         )
-    generic = translate(ResponseError(text))
-    if _refused(generic, text):
-        return generic
+    if refused(text):  # the same reading on every engine and on fakeredis
+        return translate(ResponseError(text))
     # The script's own error_reply, or a failed redis.call on a server that does not say
     # the line (fakeredis): name the lines it can have come from.
     return _runtime_error(text, f"{_error_sites(script)}: script {script.name} failed: {text}")
-
-
-def _refused(err: LuapipeError, text: str) -> bool:
-    """An error reply that refused the script before it ran (not its own error)."""
-    if isinstance(err, BusyError | ReadOnlyError | CrossSlotError | PermissionDenied):
-        return True
-    if isinstance(err, ConnectionFailed) or text.startswith("ERR Protocol error"):
-        return True
-    return text.startswith(("OOM command not allowed", "ERR unknown command", "ERR Number of keys"))
 
 
 def _runtime_error(text: str, message: str) -> LuapipeError:
