@@ -115,8 +115,14 @@ def test_busy_server_is_named_busy(
     runner = threading.Thread(target=reg.call, args=(slow_client, "slow", ["ran"], [600]))
     runner.start()
     try:
-        time.sleep(0.3)
         other = redis.Redis(host=redis_server.host, port=redis_server.port)
+        deadline = time.monotonic() + 5  # until the slow script holds the server (a fixed
+        while time.monotonic() < deadline:  # sleep loses the race on a loaded machine)
+            try:
+                other.ping()
+            except redis.ResponseError:
+                break
+            time.sleep(0.01)
         with pytest.raises(BusyError, match="BUSY"):
             reg.call(other, "quick", keys=["k"])
     finally:
