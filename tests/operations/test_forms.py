@@ -296,21 +296,26 @@ def forms_plan(op: Operation) -> Any:
     return plan_of(op)
 
 
-def test_function_is_replaced_when_its_code_changes_and_survives_flushes(r: redis.Redis) -> None:
+def test_two_versions_of_a_function_run_side_by_side_and_survive_flushes(
+    r: redis.Redis,
+) -> None:
+    """A changed spec is a new library and function (luapipe_<op>_<hash>): v1 and v2 both
+    stay loaded, each runs its own code, neither replaces the other."""
     from luapipe.operations.spec import parse_operation
 
     text = (EXAMPLES_DIR / "operations" / "reserve_stock.toml").read_text()
     v1 = OPS["reserve_stock"]
     v2 = parse_operation(text.replace('ok = "available >= qty"', 'ok = "available > qty"'), "v2")
     keys = {"stock": "stock"}
-    r.set("stock", 2)
-    assert v1.run(r, "function", keys=keys, args={"qty": 2}) == [1, 0]
-    r.set("stock", 2)
-    assert v2.run(r, "function", keys=keys, args={"qty": 2}) == [0, 2]  # new code, not the old
-    libs = r.function_list(library="luapipe_reserve_stock")  # RESP2: flat lists
-    assert len(libs) == 1
-    functions = libs[0][libs[0].index(b"functions") + 1]
-    assert [f[1].decode() for f in functions] == [forms_plan(v2).function_name]
+    for _ in range(2):
+        r.set("stock", 2)
+        assert v1.run(r, "function", keys=keys, args={"qty": 2}) == [1, 0]
+        r.set("stock", 2)
+        assert v2.run(r, "function", keys=keys, args={"qty": 2}) == [0, 2]  # its own code
+    libs = {lib[1].decode(): lib[5] for lib in r.function_list()}  # RESP2: flat lists
+    names = {forms_plan(v).function_name for v in (v1, v2)}
+    assert set(libs) == names and len(names) == 2
+    assert {n: [f[1].decode() for f in fs] for n, fs in libs.items()} == {n: [n] for n in names}
     r.function_flush()
     r.script_flush()
     for form in ("function", "script"):

@@ -347,3 +347,22 @@ def test_verify_on_a_cluster_leaves_no_library_on_any_primary(
     assert verify(op, rc, cases=10, seed=1).ok
     for node in rc.get_primaries():
         assert _libraries(rc.get_redis_connection(node)) == {}, node.name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ERR value is not an integer or out of range",
+        "ERR value is not an integer or out of range script: 0123abcd, on @user_script:7.",
+        "scripts_lua/op_x.lua:12: ERR value is not an integer or out of range (script op_x)",
+        "ERR value is not an integer or out of range (function luapipe_x_0123456789)",
+    ],
+)
+def test_an_err_reads_the_same_whichever_form_raised_it(text: str) -> None:
+    """The script form names its file and script around the server's text; verify compares
+    what the error means, so naive and script agree on the same ERR (a fuzz case once
+    reported them as disagreeing because of the '(script op_x)' trailer)."""
+    from luapipe.errors import ScriptRuntimeError
+    from luapipe.operations.verify import error_code
+
+    assert error_code(ScriptRuntimeError(text)) == "ERR value is not an integer or out of range"

@@ -27,13 +27,24 @@ from luapipe.errors import (
     ScriptSyntaxError,
     ServerError,
 )
-from luapipe.scripts.protocol import script_error
+from luapipe.scripts.fcall import FunctionCall
+from luapipe.scripts.library import FunctionLibrary, LuaFunction
+from luapipe.scripts.protocol import function_result, script_error
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.refusals import lua_error, refused
+from luapipe.wire.replies import ReplyError
 
 from ..engine_matrix import engine_of
-from .engine_replies import CASES, SCRIPT_ERRORS, capture, capture_fake, normalized, recorded
+from .engine_replies import (
+    CASES,
+    LIBRARY,
+    SCRIPT_ERRORS,
+    capture,
+    capture_fake,
+    normalized,
+    recorded,
+)
 
 RECORDED = recorded()
 ALL = [(engine, case) for engine, texts in sorted(RECORDED.items()) for case in sorted(texts)]
@@ -134,17 +145,29 @@ def test_refusals_keep_their_class_on_every_engine(case: str, cls: type) -> None
 
 
 FUNCTION_CASES = [(e, c) for e, c in ALL if CASES[c].verb.startswith("FCALL")]
+CAPLIB = FunctionLibrary.of(
+    "caplib",
+    LIBRARY,
+    [LuaFunction(n, "caplib", line=line) for n, line in (("boom", 2), ("foo", 5), ("w", 8))],
+    path="s/caplib.lua",
+)
 
 
 @pytest.mark.parametrize(("engine", "case"), FUNCTION_CASES)
-def test_the_function_form_reads_replies_alike(engine: str, case: str) -> None:
-    """The generated function form: a refusal keeps its class (BUSY, NOPERM...), the
-    function's own error is a ScriptRuntimeError."""
-    from luapipe.operations.steps import function_error
-
-    err = function_error("f", RECORDED[engine][case], CASES[case].verb)
-    own = CASES[case].expected == "script"
-    assert isinstance(err, ScriptRuntimeError) == own, (case, err)
+def test_a_function_s_reply_reads_alike_on_every_engine(engine: str, case: str) -> None:
+    """A refusal keeps its class (BUSY, NOPERM...); the function's own error is a
+    ScriptRuntimeError naming the library's file:line where the reply gives one."""
+    text = RECORDED[engine][case]
+    name = {"function_error": "boom", "function_unknown_command": "foo"}.get(case, "w")
+    function = CAPLIB.function(name)
+    assert function is not None
+    err = function_result(FunctionCall(function, CAPLIB, (), ()), ReplyError(text))
+    if CASES[case].expected == "refused":
+        assert not isinstance(err, ScriptRuntimeError | ScriptSyntaxError), (case, err)
+        return
+    assert isinstance(err, ScriptRuntimeError), (case, err)
+    line = {"function_error": 3, "function_unknown_command": 6}[case]
+    assert str(err).startswith(f"s/caplib.lua:{line}: "), str(err)
 
 
 @pytest.mark.parametrize("flavour", ["sync", "asyncio"])

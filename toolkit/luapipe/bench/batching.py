@@ -2,8 +2,8 @@
 
 :func:`run_batch` sends one batch in a form (see its docstring for how each form batches).
 
-:func:`lockstep` combines the step generators of N calls (``pipelined_steps``,
-``function_steps``: each yields one batch of commands per round trip) into one generator of
+:func:`lockstep` combines the step generators of N calls (``pipelined_steps``:
+each yields one batch of commands per round trip) into one generator of
 the same kind: every round trip carries the current batch of every call still running,
 concatenated into one write, and the replies are split back per call. It does no I/O
 itself; the sync driver sends it on one held ``transport.session``.
@@ -28,7 +28,6 @@ import redis
 from luapipe.errors import LuapipeError
 from luapipe.operations.plan import Batches, Cmd, bind, plan_of, wire
 from luapipe.operations.steps import (
-    function_steps,
     pipelined_steps,
     registry_of,
     script_name,
@@ -102,7 +101,8 @@ def run_batch(
       cannot share one; lockstep would not be atomic across them anyway);
     - ``pipelined``: in lockstep, one round trip per read level plus one for the writes;
     - ``script``: N EVALSHA in one registry pipeline (one round trip; NOSCRIPT handled there);
-    - ``function``: N FCALL in lockstep (one round trip once the library is loaded).
+    - ``function``: N FCALL in one registry pipeline (one round trip; a missing library
+      is loaded there).
 
     A single server only: on a cluster the calls' keys live on several nodes.
     """
@@ -120,19 +120,17 @@ def run_batch(
         return out
     plan = plan_of(op)
     envs = [bind(plan, keys, args) for keys, args in calls]
-    if form == "script":
+    if form in ("script", "function"):
         pipe = registry_of(plan).pipeline(client)
+        name = script_name(plan) if form == "script" else plan.function_name
         for env in envs:
-            pipe.call(script_name(plan), *split(plan, env))
+            pipe.call(name, *split(plan, env))
         return [
             Outcome(error=r) if isinstance(r, Exception) else Outcome(wire(r))
             for r in pipe.execute(raise_on_error=False)
         ]
     with transport.session(client) as s:
-        if form == "pipelined":
-            steps = [pipelined_steps(plan, env) for env in envs]
-        elif form == "function":
-            steps = [function_steps(plan, env, s.address) for env in envs]
-        else:
+        if form != "pipelined":
             raise LuapipeError(f"unknown form {form!r}")
+        steps = [pipelined_steps(plan, env) for env in envs]
         return Driver(client, held=s).run(sent_to(lockstep(steps), s.address))

@@ -79,4 +79,37 @@ def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, 
         sys.exit(1)
 
 
-COMMANDS = (generate, verify_cmd)
+@click.group()
+def functions() -> None:
+    """The Redis Function libraries luapipe generates (the function form of a spec)."""
+
+
+@functions.command("gc")
+@click.argument("specs", nargs=-1)
+@common.url_option
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@common.json_option
+def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json: bool) -> None:
+    """Delete old generated libraries (luapipe_<op>_<hash>) on every primary, keeping the
+    current version of each SPEC|NAME. A team's own libraries are never touched."""
+    from luapipe.operations.catalogue import spec_paths
+    from luapipe.operations.generate import library_name
+    from luapipe.operations.libraries import collect_generated
+    from luapipe.operations.spec import load_operations
+
+    keep = [library_name(op) for op in load_operations(spec_paths(specs))] if specs else []
+    found = collect_generated(common.client(url), keep, dry_run=dry_run)
+    if as_json:
+        common.emit_json([c.as_dict() for c in found])
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for c in found:
+        gone = ", ".join(c.deleted) or "nothing"
+        others = f"{c.others} other {'library' if c.others == 1 else 'libraries'}"
+        click.echo(
+            f"{c.node}: {verb} {gone}; kept {common.plural(len(c.kept), 'current version')}; "
+            f"left {others} alone (not luapipe's)"
+        )
+
+
+COMMANDS = (generate, verify_cmd, functions)

@@ -12,7 +12,7 @@ import click
 
 from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError, mask_url
-from luapipe.scripts.deploy import LOCK_NAME, deploy
+from luapipe.scripts.deploy import LOCK_NAME, DeployReport, Drift, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import one_line
@@ -30,18 +30,27 @@ def scripts() -> None:
 @common.dir_option
 @common.json_option
 def scripts_list(directory: str | None, as_json: bool) -> None:
-    """List the scripts with their keys, args, flags and SHA (no server needed); a script
-    that cannot be used is listed with its problem, and the exit code is then 1."""
+    """List the scripts with their keys, args, flags and SHA, and each Function library
+    with its functions (no server needed); a file that cannot be used is listed with its
+    problem, and the exit code is then 1."""
     reg = common.registry(directory, strict=False)
     rows: list[dict[str, Any]] = [s.as_dict() for s in reg]
+    rows += [
+        {"kind": "library", "name": lib.name, **lib.as_dict(), "problem": None}
+        for lib in reg.libraries
+    ]
     rows += [p.as_dict() for p in reg.problems]
     rows.sort(key=lambda row: row["name"])
     if as_json:
         common.emit_json(rows)
     else:
-        width = common.name_width(one_line(row["name"]) for row in rows)
+        names = [row["name"] for row in rows]
+        names += [f"  {f['name']}" for row in rows for f in row.get("functions", ())]
+        width = common.name_width(one_line(n) for n in names)
         for row in rows:
             click.echo(f"{one_line(row['name']):<{width}} {_list_text(row)}")
+            for f in row.get("functions", ()):
+                click.echo(f"{'  ' + one_line(f['name']):<{width}} {_signature_text(f)}")
         if reg.problems:
             n = len(reg.problems)
             click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)
@@ -52,10 +61,17 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
 def _list_text(row: dict[str, Any]) -> str:
     if row["problem"] is not None:
         return f"BROKEN        {row['problem']}"
+    if row.get("kind") == "library":
+        n = len(row["functions"])
+        return f"{row['sha'][:12]}  library, {common.plural(n, 'function')}"
+    return f"{row['sha'][:12]}  {_signature_text(row)}"
+
+
+def _signature_text(row: dict[str, Any]) -> str:
     keys = "unchecked" if row["keys"] is None else ", ".join(row["keys"]) or "-"
     args = "unchecked" if row["args"] is None else ", ".join(row["args"]) or "-"
     flags = f"  [{', '.join(row['flags'])}]" if row["flags"] else ""
-    return f"{row['sha'][:12]}  keys: {keys}  args: {args}{flags}"
+    return f"keys: {keys}  args: {args}{flags}"
 
 
 @scripts.command("lint")
@@ -80,11 +96,16 @@ def scripts_lint(directory: str | None, targets: tuple[str, ...], as_json: bool)
         for issue in report.issues:
             click.echo(str(issue))
         click.echo(
-            f"{common.plural(report.files, 'script')}, {common.plural(report.errors, 'error')}, "
+            f"{common.plural(report.files, 'script')}, {_libraries(report.libraries)}"
+            f"{common.plural(report.errors, 'error')}, "
             f"{common.plural(report.warnings, 'warning')}"
         )
     if report.errors:
         sys.exit(1)
+
+
+def _libraries(n: int) -> str:
+    return "" if not n else f"{n} {'library' if n == 1 else 'libraries'}, "
 
 
 @scripts.command("load")
@@ -137,11 +158,12 @@ def scripts_call(
     url: str | None,
     as_json: bool,
 ) -> None:
-    """Call script NAME with --key/--arg values and print its reply: (nil) for nil, lists
-    and maps as JSON (with --json: always JSON, nil is null). A broken script elsewhere in
-    the directory does not stop the call of a good one."""
+    """Call script or function NAME with --key/--arg values and print its reply: (nil) for
+    nil, lists and maps as JSON (with --json: always JSON, nil is null). A broken script
+    elsewhere in the directory does not stop the call of a good one."""
     reg = common.registry(directory, strict=False)
-    reg[name].check_call(keys, args)  # before connecting
+    if reg.function_call(name, keys, args) is None:  # a function's counts checked there
+        reg[name].check_call(keys, args)  # before connecting
     result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
     click.echo(json.dumps(result) if as_json else _show(result))
 
@@ -187,10 +209,13 @@ def scripts_flush(url: str | None, yes: bool) -> None:
 @scripts.command("kill")
 @common.url_option
 def scripts_kill(url: str | None) -> None:
-    """SCRIPT KILL a runaway read-only script (a script that wrote is UNKILLABLE)."""
+    """SCRIPT KILL / FUNCTION KILL a runaway script or function that has not written (one
+    that wrote is UNKILLABLE)."""
     killed = ScriptRegistry([]).kill(common.client(url))
     click.echo(
-        f"killed the running script on {', '.join(killed)}" if killed else "no script running"
+        f"killed the running script or function on {', '.join(killed)}"
+        if killed
+        else "no script or function running"
     )
 
 
@@ -211,38 +236,98 @@ def scripts_kill(url: str | None) -> None:
     help=f"Lock file [default: <dir>/{LOCK_NAME}].",
 )
 @click.option("--check", is_flag=True, help="Only report drift (exit 1 if any); change nothing.")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Also delete the Function libraries the lock recorded that --dir no longer has.",
+)
+@click.option(
+    "--rollback",
+    is_flag=True,
+    help="Load back the code each library of --dir had before the last deploy replaced it.",
+)
 @common.json_option
 def deploy_cmd(
-    directory: str | None, url: str | None, lock: str | None, check: bool, as_json: bool
+    directory: str | None,
+    url: str | None,
+    lock: str | None,
+    check: bool,
+    prune: bool,
+    rollback: bool,
+    as_json: bool,
 ) -> None:
-    """Load every script of --dir (default ./scripts_lua) on the server and write the lock
-    file (name -> SHA)."""
+    """Load every script and Function library of --dir (default ./scripts_lua) on the
+    server (every primary of a cluster) and write the lock file (name -> SHA)."""
+    if sum((check, prune, rollback)) > 1:
+        raise click.UsageError("--check, --prune and --rollback go one at a time")
     scripts_dir = _deploy_dir(directory)
     reg = ScriptRegistry.from_directory(scripts_dir)
     lock_path = Path(lock) if lock else scripts_dir / LOCK_NAME
-    report = deploy(reg, common.client(url), lock_path, check=check, directory=scripts_dir)
+    report = deploy(
+        reg,
+        common.client(url),
+        lock_path,
+        check=check,
+        directory=scripts_dir,
+        prune=prune,
+        rollback=rollback,
+    )
     if as_json:
         common.emit_json(report.as_dict())
     elif check:
         for d in report.drift:
             click.echo(str(d))
-        scope = f"{common.plural(len(report.scripts), 'script')}, nodes {', '.join(report.nodes)}"
+        scope = f"{_scope(report)}, nodes {', '.join(report.nodes)}"
         if report.ok:
             click.echo(f"no drift: {scope}")
         else:
             click.echo(f"drift: {common.plural(len(report.drift), 'difference')} ({scope})")
     else:
-        width = common.name_width(name for name, _ in report.scripts)
-        for name, sha in report.scripts:
-            click.echo(f"{name:<{width}} {sha}")
-        state = "written" if report.lock_written else "unchanged"
-        nodes = ", ".join(report.nodes)
-        click.echo(
-            f"deployed {common.plural(len(report.scripts), 'script')} to {nodes}; "
-            f"lock {report.lock_path} {state}"
-        )
+        _deploy_text(report, rollback)
     if not report.ok:
         sys.exit(1)
+
+
+def _scope(report: DeployReport) -> str:
+    scope = common.plural(len(report.scripts), "script")
+    if report.libraries:
+        n = len(report.libraries)
+        scope += f", {n} {'library' if n == 1 else 'libraries'}"
+    return scope
+
+
+def _deploy_text(report: DeployReport, rollback: bool) -> None:
+    if not rollback:
+        width = common.name_width(name for name, _ in (*report.scripts, *report.libraries))
+        for name, sha in report.scripts:
+            click.echo(f"{name:<{width}} {sha}")
+        for name, sha in report.libraries:
+            click.echo(f"{name:<{width}} {sha}  library")
+    for line in (*report.changes, *report.notes):
+        click.echo(line)
+    for warning in _grouped(report.warnings):
+        click.echo(f"warning: {warning}", err=True)
+    for d in report.drift:
+        click.echo(str(d))
+    nodes = ", ".join(report.nodes)
+    if rollback:
+        names = ", ".join(report.changed_libraries) or "nothing"
+        click.echo(f"rolled back {names} (nodes {nodes})")
+        return
+    state = "written" if report.lock_written else "unchanged"
+    click.echo(f"deployed {_scope(report)} to {nodes}; lock {report.lock_path} {state}")
+
+
+def _grouped(found: tuple[Drift, ...]) -> list[str]:
+    """The same finding on several nodes, once: ``on 6 nodes`` instead of six lines."""
+    nodes: dict[tuple[str, str, str], list[str]] = {}
+    for d in found:
+        nodes.setdefault((d.kind, d.name, d.detail), []).append(d.node)
+    out = []
+    for (kind, name, detail), where in nodes.items():
+        on = where[0] if len(where) == 1 else f"{len(where)} nodes"
+        out.append(str(Drift(kind, name, on, detail)))
+    return out
 
 
 def _deploy_dir(directory: str | None) -> Path:

@@ -8,6 +8,7 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from luapipe.operations.expr.parse import Type
 from luapipe.operations.model import Expr, OperationModel, Read
 
 __all__ = [
+    "GENERATED_NAME",
     "function_name",
+    "generated_operation",
     "library_name",
     "lua_body",
     "lua_library",
@@ -162,25 +165,62 @@ def lua_script(op: OperationModel, prelude_text: str | None = None) -> str:
     return text
 
 
-def library_name(op: OperationModel) -> str:
-    """The Redis Function library of the function form."""
-    return f"luapipe_{op.name}"
+# -- the function form's names ----------------------------------------------------------------
+#
+# Function names are global on a server, and a library is replaced only whole. So that two
+# versions of a spec run side by side (a rolling deploy) without reloading each other's
+# library, the library and its one function are both named ``luapipe_<op>_<hash>``: the
+# hash is of the library's whole text with the name left out (``_hole``), so any change
+# of the code (spec, prelude, template) is a new name, and the same code is the same name
+# in every process. :func:`generated_operation` recognises such a library from its name
+# and code alone: that is all ``luapipe functions gc`` ever deletes.
+
+#: ``luapipe_<op>_<10 hex>``: the library (and function) name of a generated function form
+GENERATED_NAME = re.compile(r"^luapipe_(?P<op>[A-Za-z_][A-Za-z0-9_]*)_(?P<hash>[0-9a-f]{10})$")
 
 
-def function_name(op: OperationModel) -> str:
-    """Named after the code, so a changed library is never called by an old name."""
-    digest = hashlib.sha1((prelude() + lua_body(op)).encode())
-    return f"{op.name}_{digest.hexdigest()[:10]}"
+def _hole(op_name: str) -> str:
+    """What stands for the name while the library's hash is taken."""
+    return f"luapipe_{op_name}_{'_' * 10}"
 
 
-def lua_library(op: OperationModel, prelude_text: str | None = None) -> str:
+def _library_text(op: OperationModel, prelude_text: str | None, name: str) -> str:
     ctx = _context(op, prelude_text)
     ctx["body"] = "".join(
         f"    {line}\n" if line else "\n" for line in str(ctx["body"]).split("\n")[:-1]
     )
-    return _ENV.get_template("library.lua.j2").render(
-        **ctx, function_name=function_name(op), library_name=library_name(op)
-    )
+    return _ENV.get_template("library.lua.j2").render(**ctx, function_name=name, library_name=name)
+
+
+def _generated_name(op_name: str, holed_text: str) -> str:
+    return f"luapipe_{op_name}_{hashlib.sha1(holed_text.encode()).hexdigest()[:10]}"
+
+
+def library_name(op: OperationModel) -> str:
+    """The Redis Function library of the function form: ``luapipe_<op>_<hash of its code>``."""
+    return _generated_name(op.name, _library_text(op, None, _hole(op.name)))
+
+
+def function_name(op: OperationModel) -> str:
+    """The function form's function: named as its library (function names are global, so
+    two versions side by side need two names), never called by an old name."""
+    return library_name(op)
+
+
+def lua_library(op: OperationModel, prelude_text: str | None = None) -> str:
+    hole = _hole(op.name)
+    return _library_text(op, prelude_text, hole).replace(hole, library_name(op))
+
+
+def generated_operation(library: str, code: str) -> str | None:
+    """The operation whose function form ``library`` is (a library called ``library`` with
+    ``code``), or None: a name of that shape whose hash is not that of its code is not
+    luapipe's, whoever named it so."""
+    found = GENERATED_NAME.match(library)
+    if found is None:
+        return None
+    holed = code.replace(library, _hole(found["op"]))
+    return found["op"] if _generated_name(found["op"], holed) == library else None
 
 
 def _py(e: Expr) -> str:

@@ -1,25 +1,42 @@
-"""Leave Redis Function libraries as they were found.
+"""The function form's libraries on a server: left as found, and collected when old.
 
-``verify`` and ``bench`` load an operation's function form (``luapipe_<name>``) on a server
-they were pointed at. Unlike a cached script, a function library persists and replicates,
-so both take a snapshot of it first (per primary: its code, or absent) and put it back
-afterwards, also after an error: deleted where they loaded it, the old code reloaded where
-they replaced it.
+``verify`` and ``bench`` load an operation's function form (``luapipe_<op>_<hash>``) on a
+server they were pointed at. Unlike a cached script, a function library persists and
+replicates, so both take a snapshot of it first (per primary: its code, or absent) and put
+it back afterwards, also after an error: deleted where they loaded it, the old code
+reloaded where they replaced it.
+
+Applications load the function form's library at run time, one per version of a spec (a
+rolling deploy runs two side by side), so old versions stay behind once no process calls
+them. :func:`collect_generated` (``luapipe functions gc``) deletes them: only libraries
+whose name is luapipe's (``luapipe_<op>_<hash>``) *and* whose code has that hash
+(:func:`~luapipe.operations.generate.generated_operation`), never a team's library,
+whatever it is called. A process still running a deleted version loads it again on its
+next call (the exact "ERR Function not found" heals), so a collection is never fatal,
+only premature.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from luapipe.operations import prelude
-from luapipe.operations.generate import library_name
+from luapipe.operations.generate import generated_operation, library_name
 from luapipe.operations.model import OperationModel
 from luapipe.wire import routing as _cluster
 
-__all__ = ["LibrarySnapshot", "restore_library", "snapshot_library", "snapshot_named"]
+__all__ = [
+    "Collected",
+    "LibrarySnapshot",
+    "collect_generated",
+    "restore_library",
+    "snapshot_library",
+    "snapshot_named",
+]
 
 
 @dataclass(frozen=True)
@@ -74,3 +91,73 @@ def restore_library(snapshot: LibrarySnapshot | None) -> None:
             node.execute_command("FUNCTION", "DELETE", snapshot.library)
         else:
             node.execute_command("FUNCTION", "LOAD", "REPLACE", before)
+
+
+# -- collecting old generated libraries ---------------------------------------------------
+@dataclass(frozen=True)
+class Collected:
+    """What :func:`collect_generated` found on one primary: luapipe's generated libraries
+    deleted (or, in a dry run, to delete) and kept; ``others`` counts the libraries that
+    are not luapipe's (never touched)."""
+
+    node: str
+    deleted: tuple[str, ...]
+    kept: tuple[str, ...]
+    others: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "deleted": list(self.deleted),
+            "kept": list(self.kept),
+            "others": self.others,
+        }
+
+
+def _named_primaries(client: Any) -> list[tuple[str, Any]]:
+    if _cluster.is_cluster(client):
+        return [(n.name, client.get_redis_connection(n)) for n in client.get_primaries()]
+    kw = client.connection_pool.connection_kwargs
+    where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}".rstrip(":")
+    return [(where, client)]
+
+
+def _all_libraries(node: Any) -> dict[str, str]:
+    """Every library on ``node``: name -> code."""
+    out: dict[str, str] = {}
+    for item in node.execute_command("FUNCTION", "LIST", "WITHCODE") or ():
+        info = item if isinstance(item, dict) else dict(zip(item[0::2], item[1::2], strict=True))
+        fields = {prelude.text(k): v for k, v in info.items()}
+        out[prelude.text(fields.get("library_name", ""))] = prelude.text(
+            fields.get("library_code", "")
+        )
+    return out
+
+
+def collect_generated(
+    client: Any, keep: Iterable[str] = (), *, dry_run: bool = False
+) -> list[Collected]:
+    """Delete luapipe's generated function libraries on every primary, except those named in
+    ``keep`` (e.g. :func:`~luapipe.operations.generate.library_name` of the specs in use).
+
+    A library is luapipe's only if its name is ``luapipe_<op>_<hash>`` and its code has that
+    hash; every other library is left alone. ``dry_run``: say what would go, delete nothing.
+    Run it once a rollout is over: a process still on an old version reloads it.
+    """
+    kept_names = set(keep)
+    out: list[Collected] = []
+    for name, node in _named_primaries(client):
+        deleted: list[str] = []
+        kept: list[str] = []
+        others = 0
+        for library, code in sorted(_all_libraries(node).items()):
+            if generated_operation(library, code) is None:
+                others += 1
+            elif library in kept_names:
+                kept.append(library)
+            else:
+                if not dry_run:
+                    node.execute_command("FUNCTION", "DELETE", library)
+                deleted.append(library)
+        out.append(Collected(name, tuple(deleted), tuple(kept), others))
+    return out

@@ -12,7 +12,8 @@ decisions whatever the client:
 - transaction: WATCH/MULTI/EXEC attempts on the node that owns the (one) slot of the
   declared keys, at most ``policy.watch_retries`` retries after a WATCH abort, counted;
 - script: the registry's call steps (NOSCRIPT, slot routing, redirects);
-- function: FCALL on the slot's node, the library loaded there on demand.
+- function: the registry's function steps too: FCALL on the slot's node; a missing
+  library is loaded there (never replaced) and the call sent again, atomically.
 
 Semantics shared by every form: reads, then the compute step, then every write is
 attempted in order; if any write failed the call raises the first error after the rest ran
@@ -31,7 +32,7 @@ from luapipe.errors import CallArgumentError, ServerError
 from luapipe.operations import steps
 from luapipe.operations.model import FORMS as FORM_NAMES
 from luapipe.operations.plan import Batches, Env, Plan, RunResult, bind, to_wire, wire
-from luapipe.scripts.calls import call_steps
+from luapipe.scripts.calls import call_steps, function_call_steps
 from luapipe.wire.clients import require_async_client, require_sync_client
 from luapipe.wire.drivers import AsyncDriver, Driver
 from luapipe.wire.policy import DEFAULT, RetryPolicy, policy_of
@@ -141,11 +142,8 @@ def script(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Ou
 
 
 def function(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
-    def attempt(node: str, asking: bool) -> Steps[Any]:
-        return (yield from on_node(steps.function_steps(plan, env, node), node, asking))
-
-    slot = _slot(plan, env, cluster)
-    return (yield from on_slot_node(attempt, slot, policy, what=repr(plan.name))), 0
+    call = steps.function_call(plan, env)
+    return wire((yield from function_call_steps(call, policy, cluster=cluster))), 0
 
 
 #: every form, in the order of :data:`luapipe.operations.model.FORMS`

@@ -8,20 +8,19 @@ Reads run level by level (a read that depends on another is in the next level), 
 order Lua runs them, so the first error is the same error in every form; then the compute
 step; then every write is attempted and the first failure raised after the rest ran.
 
-The script form is the registry's own call (:func:`script_call` builds it); the function
-form loads its library with REPLACE on the node that lacks it, in the same write as FCALL.
+The script form is the registry's own call (:func:`script_call` builds it), and so is the
+function form (:func:`function_call`): FCALL alone in steady state; on the exact "ERR
+Function not found" its library (``luapipe_<op>_<hash>``: two versions of a spec never
+share a name) is loaded, never replaced, and the call sent again in one MULTI.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import ResponseError
-
-from luapipe.errors import LuapipeError, ScriptRuntimeError, TransactionAborted, translate
+from luapipe.errors import LuapipeError, TransactionAborted
 from luapipe.operations.plan import (
     Batches,
     Cmd,
@@ -32,12 +31,12 @@ from luapipe.operations.plan import (
     enc,
     encode,
     to_wire,
-    wire,
 )
+from luapipe.scripts.fcall import FunctionCall
+from luapipe.scripts.library import FunctionLibrary, LuaFunction
 from luapipe.scripts.protocol import ScriptCall
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
-from luapipe.wire.refusals import FUNCTION_NOT_FOUND, refused
 from luapipe.wire.replies import ReplyError, raise_for
 
 __all__ = [
@@ -47,8 +46,8 @@ __all__ = [
     "commands",
     "compute",
     "exec_replies",
-    "function_error",
-    "function_steps",
+    "function_call",
+    "library_of",
     "naive_steps",
     "pipelined_steps",
     "raise_first",
@@ -197,7 +196,7 @@ def aborted(plan: Plan, retries: int) -> TransactionAborted:
 
 _LOCK = threading.Lock()
 _REGISTRIES: dict[tuple[str, str], ScriptRegistry] = {}
-_FUNCTIONS: set[tuple[str, str]] = set()
+_LIBRARIES: dict[tuple[str, str], FunctionLibrary] = {}
 
 
 def script_name(plan: Plan) -> str:
@@ -205,14 +204,15 @@ def script_name(plan: Plan) -> str:
 
 
 def registry_of(plan: Plan) -> ScriptRegistry:
-    """A registry holding the plan's generated script (one per operation name and text:
-    two operations may generate the same Lua)."""
+    """A registry holding the plan's generated script and library (one per operation name
+    and text: two operations may generate the same Lua)."""
     key = (plan.name, plan.lua_script)
+    lib = library_of(plan)
     with _LOCK:
         reg = _REGISTRIES.get(key)
         if reg is None:
             script = LuaScript.from_source(script_name(plan), plan.lua_script)
-            reg = _REGISTRIES[key] = ScriptRegistry([script], check=False)
+            reg = _REGISTRIES[key] = ScriptRegistry([script], check=False, libraries=[lib])
         return reg
 
 
@@ -231,37 +231,27 @@ def script_call(plan: Plan, env: Env) -> tuple[ScriptRegistry, ScriptCall]:
     return reg, ScriptCall(reg[script_name(plan)], tuple(keys), tuple(args))
 
 
-def function_steps(plan: Plan, env: Env, address: str) -> Batches[Any]:
-    """FCALL (FCALL_RO) on the node at ``address``; a function not yet known there is
-    loaded with REPLACE in the same write. "Function not found" means it did not run, so
-    sending it again with the load is safe; anything else is never re-sent."""
-    keys, args = split(plan, env)
-    call = ("FCALL_RO" if plan.read_only else "FCALL", plan.function_name, len(keys), *keys, *args)
-    known = (address, plan.function_name)
-    if known in _FUNCTIONS:
-        (reply,) = yield encode([call])
-        if not (isinstance(reply, ReplyError) and reply.text == FUNCTION_NOT_FOUND):
-            return _function_reply(plan, reply, call[0])
-    load, reply = yield encode([("FUNCTION", "LOAD", "REPLACE", plan.lua_library), call])
-    raise_for(load)
+def library_of(plan: Plan) -> FunctionLibrary:
+    """The plan's generated Function library, with its one function (named in the
+    library's first line, ``#!lua name=...``, as the server reads it)."""
+    key = (plan.function_name, plan.lua_library)
     with _LOCK:
-        _FUNCTIONS.add(known)
-    return _function_reply(plan, reply, call[0])
+        lib = _LIBRARIES.get(key)
+        if lib is None:
+            first = plan.lua_library.split("\n", 1)[0]
+            name = first.split("name=", 1)[1].split()[0] if "name=" in first else plan.name
+            flags = ("no-writes",) if plan.read_only else ()
+            fn = LuaFunction(plan.function_name, name, flags=flags)
+            lib = _LIBRARIES[key] = FunctionLibrary.of(
+                name, plan.lua_library, [fn], origin="generated"
+            )
+        return lib
 
 
-_FN_WHERE = re.compile(r"^(?:ERR )?user_function:\d+: |\s*script: \S+, on @user_function:\d+\.$")
-
-
-def function_error(name: str, text: str, sent: str) -> LuapipeError:
-    """The error for an FCALL (``sent``) answered ``text``: a refusal (BUSY, READONLY, OOM,
-    NOPERM..., read by :func:`luapipe.wire.refusals.refused` as on every engine) keeps its
-    class; anything else is the function's own error, a ScriptRuntimeError."""
-    if refused(text, sent):
-        return translate(ResponseError(text))
-    return ScriptRuntimeError(f"function {name} failed: {_FN_WHERE.sub('', text)}")
-
-
-def _function_reply(plan: Plan, reply: Any, sent: str) -> Any:
-    if isinstance(reply, ReplyError):
-        raise function_error(plan.function_name, reply.text, sent)
-    return wire(reply)
+def function_call(plan: Plan, env: Env) -> FunctionCall:
+    """The function form: FCALL (FCALL_RO when read-only) of the generated library's
+    function, run by the registry's function steps (a missing library loaded on the
+    slot's primary, never replaced; routing and redirects handled there)."""
+    lib = library_of(plan)
+    keys, args = split(plan, env)
+    return FunctionCall(lib.functions[0], lib, tuple(keys), tuple(args))

@@ -38,7 +38,9 @@ _CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EX
 #: a nil or a table passed to redis.call: Redis and fakeredis say "Lua redis lib command
 #: arguments must be ...", Valkey 8 "Command arguments must be ..."
 _BADARG = re.compile(r"(?:Lua redis lib c|\bC)ommand arguments must be strings or integers")
-_ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*)?$")
+# the text after ERR, without the trailers that say where it ran (Redis 7's "script: <sha>,
+# on @user_script:N.", luapipe's "(script op_x)" / "(function f)")
+_ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*|\s+\((?:script|function) [^()]*\))?$")
 
 
 def error_code(exc: BaseException) -> str:

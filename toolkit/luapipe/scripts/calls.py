@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
+from luapipe.scripts.fcall import FunctionCall, heal_batch, read_heal
 from luapipe.scripts.problems import ScriptProblem, problems_error
 from luapipe.scripts.protocol import (
     Entry,
@@ -21,7 +22,9 @@ from luapipe.scripts.protocol import (
     ScriptCall,
     cached_by_eval,
     check_loaded,
+    function_result,
     load_command,
+    load_failed,
     script_error,
     script_result,
 )
@@ -29,6 +32,7 @@ from luapipe.scripts.script import LuaScript
 from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
+    Locate,
     Nodes,
     Refresh,
     Send,
@@ -46,6 +50,7 @@ __all__ = [
     "call_steps",
     "execute_steps",
     "flush_steps",
+    "function_call_steps",
     "kill_steps",
     "load_steps",
     "status_steps",
@@ -138,20 +143,33 @@ def flush_steps(known: KnownScripts) -> Steps[list[str]]:
     return flushed
 
 
+_KILLS = [Command(("SCRIPT", "KILL")), Command(("FUNCTION", "KILL"))]
+
+
+def _not_running(reply: ReplyError) -> bool:
+    """A KILL reply that says nothing of its kind runs: NOTBUSY; BUSY naming the other KILL
+    (a script runs, not a function, or the reverse); no FUNCTION command (Redis 6)."""
+    text = reply.text
+    return text.startswith(("NOTBUSY", "BUSY", "ERR unknown command"))
+
+
 def kill_steps() -> Steps[list[str]]:
-    """SCRIPT KILL on every node; the nodes where a script was killed."""
+    """SCRIPT KILL and FUNCTION KILL on every node (one round trip each: whichever runs is
+    stopped, the other KILL answers NOTBUSY or BUSY); the nodes where one was killed."""
     killed = []
-    for node, (reply,) in (yield from _on_every_node([Command(("SCRIPT", "KILL"))])):
-        if isinstance(reply, ReplyError):
-            if reply.text.startswith("NOTBUSY"):
-                continue
-            if reply.text.startswith("UNKILLABLE"):
-                raise ServerError(
-                    f"UNKILLABLE: the script running on {node} has already written "
-                    "and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
-                )
-            raise_for(reply)
-        killed.append(node)
+    for node, replies in (yield from _on_every_node(_KILLS)):
+        errors = [r for r in replies if isinstance(r, ReplyError)]
+        if len(errors) < len(replies):
+            killed.append(node)
+            continue
+        if any(r.text.startswith("UNKILLABLE") for r in errors):
+            raise ServerError(
+                f"UNKILLABLE: the script or function running on {node} has already "
+                "written and cannot be killed; wait for it (or SHUTDOWN NOSAVE, losing data)"
+            )
+        for reply in errors:
+            if not _not_running(reply):
+                raise_for(reply)
     return killed
 
 
@@ -228,6 +246,62 @@ def call_steps(
     )
 
 
+# -- one function call ---------------------------------------------------------------------
+def after_fcall(
+    call: FunctionCall, node: str, reply: Any, asking: bool, slot: int | None
+) -> Steps[Any]:
+    """What an FCALL's reply means: the value, a :class:`Redirect` (it did not run), the
+    function's error, or the exact "ERR Function not found" (it did not run): then its
+    library is loaded on the primary that owns the slot (never on a replica; FCALL_RO may
+    have been sent to one) and the call sent again, atomically (:mod:`luapipe.scripts.fcall`)."""
+    if reply.__class__ is not ReplyError:
+        return reply
+    redirect = Redirect.of(reply)
+    if redirect is not None:
+        return redirect
+    if not reply.is_function_not_found:
+        return _raise_or_return(function_result(call, reply))
+    home = node
+    if call.read_only and not asking:  # maybe a replica: heal on the slot's primary
+        home = yield Locate(slot, False)
+    replies = yield Send(heal_batch([call]), home, asking and home == node)
+    (outcome,) = read_heal([call], replies, home, function_result, load_failed)
+    return outcome if isinstance(outcome, Redirect) else _raise_or_return(outcome)
+
+
+def function_call_steps(
+    call: FunctionCall,
+    policy: RetryPolicy,
+    *,
+    cluster: bool,
+    first: tuple[str, Any] | None = None,
+) -> Steps[Any]:
+    """One function call on the node that owns its keys' slot (a replica for ``no-writes``
+    where the client reads from replicas), at most once.
+
+    ``first``: ``(node, reply)`` of an FCALL a fast path already sent on a plain client."""
+    if first is not None:
+        outcome = yield from after_fcall(call, first[0], first[1], False, None)
+        if not isinstance(outcome, Redirect):
+            return outcome
+        yield Refresh(outcome, policy.refresh_delay(0))
+    slot = slot_of(call.keys) if cluster else None
+
+    def attempt(node: str, asking: bool) -> Steps[Any]:
+        (reply,) = yield Send([call.fcall_args()], node, asking)
+        return (yield from after_fcall(call, node, reply, asking, slot))
+
+    return (
+        yield from on_slot_node(
+            attempt,
+            slot,
+            policy,
+            what=f"function {call.function.name!r}",
+            read_only=call.read_only,
+        )
+    )
+
+
 # -- a pipeline ----------------------------------------------------------------------------
 def plan_steps(plan: Plan, node: str, asking: bool) -> Steps[Plan]:
     """Drive a :class:`Plan` on one node: each batch one round trip until it is done."""
@@ -239,9 +313,9 @@ def plan_steps(plan: Plan, node: str, asking: bool) -> Steps[Plan]:
 
 def _slots(entries: Sequence[Entry], transaction: bool) -> Steps[list[int | None]]:
     """The slot of every entry (CrossSlotError before anything is sent)."""
-    plain = [i for i, e in enumerate(entries) if not isinstance(e, ScriptCall)]
+    plain = [i for i, e in enumerate(entries) if isinstance(e, Command)]
     found = iter((yield SlotsOf(tuple(entries[i].args for i in plain))) if plain else ())
-    slots = [slot_of(e.keys) if isinstance(e, ScriptCall) else next(found) for e in entries]
+    slots = [slot_of(e.keys) if not isinstance(e, Command) else next(found) for e in entries]
     if not transaction:
         return slots
     used = sorted({s for s in slots if s is not None})

@@ -1,64 +1,52 @@
-"""Deploy: load every script where it is needed and record name -> SHA in a lock file.
+"""Deploy: load every script and Function library where it is needed; record them in a lock.
 
 The lock file (``luapipe.lock.json`` next to the scripts, committed) is what a deploy
 pipeline checks: ``check`` reports drift without changing anything —
 
-- a script changed since the lock (its SHA differs), added, or removed;
-- a node (server) that is missing a script of the lock.
+- a script or library changed since the lock (its SHA differs), added, or removed;
+- a node (server) that is missing a script of the lock;
+- per node, for libraries (:mod:`luapipe.scripts.libdeploy`): a library missing (a new
+  shard, a flushed node), code that differs from the file (changed by hand), a function
+  of ours that another library owns, a library the lock recorded that the directory no
+  longer has (``prune`` deletes only those), and a function that kept its name but
+  changed its keys, args or flags (callers of the live version would break).
 
-A directory with no scripts is an error for both (a typo in ``--dir`` must fail the
-pipeline, not deploy or check nothing). The lock is ``{"version": 1, "scripts": {name:
-sha}}``; another version, a missing one or a bad SHA is a one-line error with its line.
+``deploy`` keeps the code of every library it replaces in a rollback copy on the node
+itself (:mod:`luapipe.scripts.libstate`); ``rollback`` loads it back, touching only this
+directory's libraries. A deploy that fails on one node puts back the nodes it changed.
+
+A directory with no scripts and no libraries is an error for both (a typo in ``--dir``
+must fail the pipeline, not deploy or check nothing). The lock is ``{"version": 1,
+"scripts": {name: sha}, "libraries": {name: sha}}``; ``libraries`` is written only when
+there are some, so a lock written before them (or by a luapipe that knows none) stays
+readable both ways. Another version, a missing one or a bad SHA is a one-line error
+with its line.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from luapipe.errors import LockFileError, ScriptError
+from luapipe.errors import ScriptError
+from luapipe.scripts.drift import Drift
+from luapipe.scripts.libdeploy import (
+    LibraryOutcome,
+    check_libraries_steps,
+    deploy_libraries_steps,
+    rollback_libraries_steps,
+)
+from luapipe.scripts.library import FunctionLibrary
+from luapipe.scripts.lockfile import LOCK_NAME, Lock, read_lock, read_lock_file, write_lock
 from luapipe.scripts.problems import problems_error
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.wire.clients import require_sync
+from luapipe.wire.drivers import drive
 
 __all__ = ["LOCK_NAME", "DeployReport", "Drift", "deploy", "read_lock", "write_lock"]
-
-LOCK_NAME = "luapipe.lock.json"
-LOCK_VERSION = 1
-_SHA_CHARS = frozenset("0123456789abcdef")
-_SHAPE = '{"version": 1, "scripts": {name: sha}}'
-
-
-def _line_of(text: str, key: str) -> int:
-    """The line of the first ``"key":`` in the JSON text (as written or \\u-escaped), or 1."""
-    for spelled in dict.fromkeys((json.dumps(key, ensure_ascii=False), json.dumps(key))):
-        m = re.search(re.escape(spelled) + r"\s*:", text)
-        if m is not None:
-            return text.count("\n", 0, m.start()) + 1
-    return 1
-
-
-@dataclass(frozen=True)
-class Drift:
-    """One difference: ``kind`` is changed, added, removed or missing (on ``node``)."""
-
-    kind: str
-    name: str
-    node: str = ""
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "name": self.name, "node": self.node, "detail": self.detail}
-
-    def __str__(self) -> str:
-        where = f" on {self.node}" if self.node else ""
-        extra = f" ({self.detail})" if self.detail else ""
-        return f"{self.kind}: {self.name}{where}{extra}"
 
 
 @dataclass(frozen=True)
@@ -68,6 +56,14 @@ class DeployReport:
     nodes: tuple[str, ...]
     drift: tuple[Drift, ...] = ()
     lock_written: bool = False
+    libraries: tuple[tuple[str, str], ...] = ()  # (name, sha of the code)
+    #: what deploy (or rollback) changed on the servers, one line each
+    changes: tuple[str, ...] = ()
+    #: functions whose keys, args or flags changed under the same name (deploy goes on)
+    warnings: tuple[Drift, ...] = ()
+    notes: tuple[str, ...] = ()
+    #: the libraries deploy (or rollback) changed on some node, by name
+    changed_libraries: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -80,72 +76,58 @@ class DeployReport:
             "lock": self.lock_path,
             "nodes": list(self.nodes),
             "scripts": dict(self.scripts),
+            "libraries": dict(self.libraries),
+            "changes": list(self.changes),
+            "warnings": [d.as_dict() for d in self.warnings],
+            "notes": list(self.notes),
+            "changed_libraries": list(self.changed_libraries),
             "drift": [d.as_dict() for d in self.drift],
         }
 
 
-def read_lock(path: Path) -> dict[str, str]:
-    """The lock's {name: sha}; a hand-edited or broken file is a one-line error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockFileError(f"{path}: no lock file; run `luapipe deploy` first") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LockFileError(f"{path}: cannot read: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LockFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise LockFileError(f"{path}:1: expected {_SHAPE}")
-    if "version" not in data:
-        raise LockFileError(f'{path}:1: no lock version (expected "version": {LOCK_VERSION})')
-    version = data["version"]
-    if type(version) is not int or version != LOCK_VERSION:  # not True, not 1.0
-        shown = json.dumps(version)[:40]
-        raise LockFileError(f"{path}:{_line_of(text, 'version')}: unsupported lock version {shown}")
-    scripts = data.get("scripts")
-    if not isinstance(scripts, dict):
-        raise LockFileError(f"{path}:{_line_of(text, 'scripts')}: expected {_SHAPE}")
-    for name, sha in scripts.items():
-        if not (isinstance(sha, str) and len(sha) == 40 and set(sha) <= _SHA_CHARS):
-            raise LockFileError(
-                f"{path}:{_line_of(text, name)}: script {name!r}: {sha!r} is not a lower-case sha1"
-            )
-    return dict(scripts)
-
-
-def write_lock(path: Path, shas: dict[str, str]) -> bool:
-    """Write the lock (sorted, stable); returns False if it was already identical."""
-    data = {"version": LOCK_VERSION, "scripts": dict(sorted(shas.items()))}
-    text = json.dumps(data, indent=2) + "\n"
-    if path.exists() and path.read_text(encoding="utf-8") == text:
-        return False
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return True
-
-
-def _lock_drift(reg: ScriptRegistry, lock: dict[str, str]) -> list[Drift]:
+def _lock_drift(
+    reg: ScriptRegistry, libraries: tuple[FunctionLibrary, ...], lock: Lock
+) -> list[Drift]:
     drift: list[Drift] = []
-    for script in reg:
-        if script.name not in lock:
-            drift.append(Drift("added", script.name, detail="not in the lock file"))
-        elif lock[script.name] != script.sha:
-            drift.append(
-                Drift(
-                    "changed",
-                    script.name,
-                    detail=f"lock {lock[script.name][:12]}, file {script.sha[:12]}",
-                )
-            )
-    drift.extend(
-        Drift("removed", n, detail="in the lock, no such script")
-        for n in sorted(lock)
-        if n not in reg
-    )
+    for kind, items, locked in (
+        ("script", [(s.name, s.sha) for s in reg], lock.scripts),
+        ("library", [(lib.name, lib.sha) for lib in libraries], lock.libraries),
+    ):
+        word = "" if kind == "script" else "library "
+        for name, sha in items:
+            if name not in locked:
+                drift.append(Drift("added", name, detail=f"{word}not in the lock file"))
+            elif locked[name] != sha:
+                detail = f"{word}lock {locked[name][:12]}, file {sha[:12]}"
+                drift.append(Drift("changed", name, detail=detail))
+        names = {name for name, _ in items}
+        drift.extend(
+            Drift("removed", n, detail=f"in the lock, no such {kind}")
+            for n in sorted(locked)
+            if n not in names
+        )
     return drift
+
+
+def _report(
+    lock_path: Path, reg: ScriptRegistry, nodes: list[str], outcome: LibraryOutcome | None
+) -> DeployReport:
+    """A deploy or rollback's report: what changed, where, what is left to look at."""
+    if outcome is not None:
+        nodes = list(dict.fromkeys([*nodes, *outcome.nodes]))
+    return DeployReport(
+        str(lock_path),
+        tuple((s.name, s.sha) for s in reg),
+        tuple(nodes),
+        outcome.drift if outcome else (),
+        libraries=tuple((lib.name, lib.sha) for lib in reg.libraries),
+        changes=tuple(str(c) for c in outcome.changes) if outcome else (),
+        warnings=outcome.warnings if outcome else (),
+        notes=outcome.notes if outcome else (),
+        changed_libraries=tuple(
+            sorted({c.library for c in outcome.changes if c.kept is None}) if outcome else ()
+        ),
+    )
 
 
 def deploy(
@@ -155,33 +137,61 @@ def deploy(
     *,
     check: bool = False,
     directory: str | Path | None = None,
+    prune: bool = False,
+    rollback: bool = False,
 ) -> DeployReport:
-    """Load every script and write the lock; with ``check``, only report drift.
+    """Load every script and library and write the lock; with ``check``, only report drift.
+
+    ``prune``: also delete, on every primary, the libraries the lock recorded that the
+    directory no longer has (and only those). ``rollback``: load back, on every primary,
+    the code each library of the directory had before the last deploy replaced it; the
+    lock is left as it is.
 
     An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
     file's directory) before anything is sent or written; so does a lenient registry with
     :attr:`~ScriptRegistry.problems` (all or nothing), naming every broken file."""
     require_sync(client, "deploy")
-    refused = problems_error(
-        reg.problems, refusing="nothing checked" if check else "nothing deployed"
+    doing = (
+        "nothing checked" if check else "nothing rolled back" if rollback else "nothing deployed"
     )
+    refused = problems_error(reg.problems, refusing=doing)
     if refused is not None:
         raise refused
-    if not len(reg):
-        where = Path(directory) if directory is not None else Path(lock_path).parent
+    where = Path(directory) if directory is not None else Path(lock_path).parent
+    libraries = reg.libraries
+    if not len(reg) and not libraries:
         raise ScriptError(
             f"{where}: no scripts to deploy (no *.lua files there; check the directory)"
         )
-    shas = tuple((s.name, s.sha) for s in reg)
+    if rollback:
+        if not libraries:
+            raise ScriptError(
+                f"{where}: no Function library to roll back (scripts need no rollback: every "
+                "version stays callable by its SHA)"
+            )
+        return _report(lock_path, reg, [], drive(rollback_libraries_steps(libraries), client))
     if check:
-        drift = _lock_drift(reg, read_lock(lock_path))
-        nodes = reg.status(client)
+        lock = read_lock_file(lock_path)
+        drift = _lock_drift(reg, libraries, lock)
+        nodes = reg.status(client) if len(reg) else []
         for node in nodes:
             drift.extend(Drift("missing", name, node.node, "not loaded") for name in node.missing)
-        return DeployReport(str(lock_path), shas, tuple(n.node for n in nodes), tuple(drift))
-    if lock_path.exists():
-        read_lock(lock_path)  # refuse to overwrite a lock we cannot read: a human edited it
-    reg.load(client)
-    loaded = tuple(n.node for n in reg.status(client))
-    written = write_lock(lock_path, dict(shas))
-    return DeployReport(str(lock_path), shas, loaded, (), written)
+        names = [n.node for n in nodes]
+        stale = [n for n in lock.libraries if n not in {lib.name for lib in libraries}]
+        if libraries or stale:
+            found, lib_nodes = drive(check_libraries_steps(libraries, stale), client)
+            drift += found
+            names = list(dict.fromkeys([*names, *lib_nodes]))
+        return replace(_report(lock_path, reg, names, None), drift=tuple(drift))
+    lock = read_lock_file(lock_path) if lock_path.exists() else Lock({})  # refuse a broken one
+    gone = [n for n in lock.libraries if n not in {lib.name for lib in libraries}]
+    if len(reg):
+        reg.load(client)
+    outcome = None
+    if libraries or (prune and gone):
+        outcome = drive(deploy_libraries_steps(libraries, prune=gone if prune else ()), client)
+    loaded = [n.node for n in reg.status(client)] if len(reg) else []
+    kept = {} if prune else {n: lock.libraries[n] for n in gone}  # until --prune deletes them
+    shas = {s.name: s.sha for s in reg}
+    written = write_lock(lock_path, shas, {**kept, **{lib.name: lib.sha for lib in libraries}})
+    return replace(_report(lock_path, reg, loaded, outcome), lock_written=written)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from luapipe.errors import ScriptError
 
-__all__ = ["Header", "Param", "Signature", "parse_header"]
+__all__ = ["TAG_RE", "Header", "Param", "Signature", "parse_header", "parse_param"]
 
 _TAG_RE = re.compile(r"^--+\s*@(?P<tag>\w+)\s*(?P<rest>.*)$")
 _PARAM_RE = re.compile(
@@ -137,6 +137,13 @@ def _param(tag: str, rest: str, declared: list[Param], where: str) -> Param:
     if any(p.name == param.name for p in declared):
         raise ScriptError(f"{where}: @{tag} {param.name} is declared twice")
     return param
+
+
+#: a ``-- @tag rest`` line
+TAG_RE = _TAG_RE
+#: one ``@key``/``@arg`` line (``tag``, the text after the tag, the ones declared before it,
+#: ``file:line`` for the error), as a script's header reads it
+parse_param = _param
 
 
 def parse_header(source: str, where: str = "<script>") -> Header:

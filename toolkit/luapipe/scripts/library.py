@@ -47,6 +47,8 @@ class LuaFunction:
     description: str = ""
     #: the line of the library file that registers it (None when unknown)
     line: int | None = None
+    #: the ``-- @return`` line of its header block
+    returns: str = ""
 
     @property
     def read_only(self) -> bool:
@@ -82,6 +84,13 @@ class LuaFunction:
             "description": self.description,
         }
 
+    def signature(self) -> tuple[Any, ...]:
+        """What a caller depends on: keys, args (display names; None: undeclared) and
+        flags. A change of it under the same name breaks callers of the old version."""
+        keys = None if self.keys is None else tuple(p.display for p in self.keys)
+        args = None if self.args is None else tuple(p.display for p in self.args)
+        return (keys, args, tuple(sorted(self.flags)))
+
 
 @dataclass(frozen=True)
 class FunctionLibrary:
@@ -107,9 +116,25 @@ class FunctionLibrary:
         *,
         path: str | None = None,
         origin: str = "file",
+        description: str = "",
     ) -> FunctionLibrary:
         """A library from its parts (the loader reads them from a file)."""
-        return cls(name, source, library_sha(source), tuple(functions), path, origin=origin)
+        sha = library_sha(source)
+        return cls(name, source, sha, tuple(functions), path, description, origin)
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.functions)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The library as ``scripts list --json`` prints it."""
+        return {
+            "library": self.name,
+            "sha": self.sha,
+            "path": self.path,
+            "description": self.description,
+            "functions": [f.as_dict() for f in self.functions],
+        }
 
     def function(self, name: str) -> LuaFunction | None:
         for f in self.functions:

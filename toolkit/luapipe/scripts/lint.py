@@ -9,6 +9,12 @@
   (warnings). Each finding is ``file:line:col`` with luacheck's code (``W113``).
 - ``KEYS[n]``/``ARGV[n]`` beyond what the header declares (``LP101``), read from the Lua
   tokens, so comments and strings never count.
+- Function libraries (``#!lua name=<library>`` files) the same way, with what is true of
+  functions: no ``KEYS``/``ARGV`` globals (reading one inside a function body is an
+  error; a callback's parameters may be named anything, ``KEYS`` included); a library
+  that fails at load time (:mod:`luapipe.scripts.libparse`) is a finding naming its line.
+- A field a Lua 5.1 table lacks, read only to test for it (``(table.unpack or unpack)(t)``,
+  ``if table.unpack then``), is portable Lua and not reported; a call of it still is.
 - With ``targets`` (``redis-7.0``, ``redis-7.4``, ``redis-8.2``, ``valkey-8``,
   ``dragonfly``): the environment of each target instead of the base one (a finding that
   holds on only some targets names them), a no-op ``replicate_commands`` (``LP201``) and keys
@@ -26,10 +32,12 @@ from typing import Any
 from luapipe.errors import LuapipeError
 from luapipe.scripts.compiler import compile_check, compile_error, compile_problems, opt_in_hint
 from luapipe.scripts.header import Signature
+from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.loader import scan
 from luapipe.scripts.luacheck import Finding, luacheck_path, run_luacheck
-from luapipe.scripts.luaenv import BASE, TARGETS, why
-from luapipe.scripts.luatokens import indexes, tokens
+from luapipe.scripts.luaenv import BASE, TARGETS, library_env, why
+from luapipe.scripts.luatokens import Tok, indexes, tokens
+from luapipe.scripts.names import name_clashes
 from luapipe.scripts.portability import portability
 from luapipe.scripts.problems import ScriptProblem
 from luapipe.scripts.script import LuaScript, one_line
@@ -41,6 +49,7 @@ __all__ = [
     "compile_check",
     "compile_problems",
     "lint_directory",
+    "lint_libraries",
     "lint_scripts",
     "luac_available",
     "luacheck_available",
@@ -98,25 +107,52 @@ def _keeps(finding: Finding) -> bool:
     return not (finding.code == "W122" and finding.message.endswith(("'KEYS'", "'ARGV'")))
 
 
-def _luacheck_issues(scripts: Sequence[LuaScript], targets: Sequence[str]) -> list[list[Any]]:
-    """Per script: ``(line, col, severity, code, message)`` from luacheck, once per target
+def _luacheck_issues(
+    sources: Sequence[str], targets: Sequence[str], *, keys_argv: bool = True
+) -> list[list[Any]]:
+    """Per source: ``(line, col, severity, code, message)`` from luacheck, once per target
     (a finding that holds on only some of several targets names them)."""
     envs = {t: TARGETS[t].env for t in targets} or {"": BASE}
-    seen: list[dict[tuple[int, int, str, str], list[str]]] = [{} for _ in scripts]
+    if not keys_argv:  # a Function library
+        envs = {t: library_env(env) for t, env in envs.items()}
+    seen: list[dict[tuple[int, int, str, str], list[str]]] = [{} for _ in sources]
     for target, env in envs.items():
-        for i, findings in enumerate(run_luacheck([s.source for s in scripts], env)):
+        for i, findings in enumerate(run_luacheck(sources, env, keys_argv=keys_argv)):
             for f in filter(_keeps, findings):
                 seen[i].setdefault((f.line, f.col, f.code, _explained(f)), []).append(target)
     out: list[list[Any]] = []
-    for per_script in seen:
+    for per_source in seen:
         rows = []
-        for (line, col, code, message), where in per_script.items():
+        for (line, col, code, message), where in per_source.items():
             if len(where) < len(envs):
                 message += f" (on {', '.join(where)})"
             severity = _severity(Finding(line, col, code, message))
             rows.append([line, col, severity, code, message])
         out.append(rows)
     return out
+
+
+_TESTS = frozenset({"or", "and", "then", "==", "~=", ")"})
+
+
+def _tested_only(row: list[Any], toks: list[Tok]) -> bool:
+    """A missing field read only to test for it (W143 at ``table.unpack`` followed by
+    ``or``, ``and``, ``then``, ``==``, ``~=``, or after ``not``): Lua 5.1 gives nil and the
+    code falls back, so ``(table.unpack or unpack)(t)`` runs on every server. A missing
+    *global* is different: Redis raises on reading one, tested or not."""
+    if row[3] != "W143":
+        return False
+    at = next((i for i, t in enumerate(toks) if (t.line, t.col) == (row[0], row[1])), None)
+    if at is None:
+        return False
+    end = at
+    while end + 2 < len(toks) and toks[end + 1].text == "." and toks[end + 2].kind == "name":
+        end += 2
+    after = toks[end + 1].text if end + 1 < len(toks) else ""
+    before = toks[at - 1].text if at > 0 else ""
+    if after == ")":  # ``if (table.unpack) then``, ``f(table.unpack)``: only a test if ``(``
+        return before == "(" and at > 1 and toks[at - 2].text in ("if", "elseif", "not")
+    return after in _TESTS or before == "not"
 
 
 def _beyond_header(script: LuaScript, toks: list[Any]) -> list[list[Any]]:
@@ -160,10 +196,10 @@ def lint_scripts(scripts: Iterable[LuaScript], *, targets: Sequence[str] = ()) -
         else:
             message = f"Lua syntax: {err[1]}{opt_in_hint(script)}"
             issues.append(LintIssue(script.file_line(err[0]), "error", message, SYNTAX))
-    checked = _luacheck_issues(compiled, targets)
+    checked = _luacheck_issues([s.source for s in compiled], targets)
     for script, rows in zip(compiled, checked, strict=True):
         toks = tokens(script.source)
-        rows = rows + _beyond_header(script, toks)
+        rows = [r for r in rows if not _tested_only(r, toks)] + _beyond_header(script, toks)
         rows += [list(p) for p in portability(script.source, toks, targets)]
         for line, col, severity, code, message in sorted(rows, key=lambda r: (r[0], r[1])):
             location = f"{script.file_line(line)}:{col}"
@@ -172,12 +208,41 @@ def lint_scripts(scripts: Iterable[LuaScript], *, targets: Sequence[str] = ()) -
     return sorted(issues, key=lambda i: order.get(i.location.split(":", 1)[0], 0))
 
 
+_NO_GLOBAL = (
+    " (a library has no KEYS/ARGV globals: a function gets its keys and args as its "
+    "callback's parameters, function(keys, args))"
+)
+
+
+def lint_libraries(
+    libraries: Iterable[FunctionLibrary], *, targets: Sequence[str] = ()
+) -> list[LintIssue]:
+    """Every finding for every Function library (which :mod:`~luapipe.scripts.libparse`
+    already compiled and loaded): luacheck without ``KEYS``/``ARGV`` globals, and the
+    portability checks of ``targets``."""
+    libraries = list(libraries)
+    issues: list[LintIssue] = []
+    checked = _luacheck_issues([lib.source for lib in libraries], targets, keys_argv=False)
+    for lib, rows in zip(libraries, checked, strict=True):
+        toks = tokens(lib.source)
+        rows = [r for r in rows if not _tested_only(r, toks)]
+        for row in rows:
+            if row[3] in ("W113", "W111", "W112") and row[4].endswith(("'KEYS'", "'ARGV'")):
+                row[4] += _NO_GLOBAL
+        rows += [list(p) for p in portability(lib.source, toks, targets)]
+        for line, col, severity, code, message in sorted(rows, key=lambda r: (r[0], r[1])):
+            issues.append(LintIssue(f"{lib.file_line(line)}:{col}", severity, message, code))
+    return issues
+
+
 @dataclass(frozen=True)
 class LintReport:
     """Every script file of a directory (``files``) and the findings, in file order."""
 
     files: int
     issues: tuple[LintIssue, ...]
+    #: Function library files (counted apart from ``files``: scripts and broken files)
+    libraries: int = 0
 
     @property
     def errors(self) -> int:
@@ -198,12 +263,18 @@ def _unreadable(problem: ScriptProblem) -> LintIssue:
 
 
 def lint_directory(directory: str | Path, *, targets: Sequence[str] = ()) -> LintReport:
-    """Lint every script file of ``directory``: the files that cannot be read as scripts
-    are findings too, so one run reports everything."""
+    """Lint every script and library file of ``directory``: the files that cannot be read
+    (or that clash by name) are findings too, so one run reports everything."""
     found = scan(directory)
-    issues = [*map(_unreadable, found.problems), *lint_scripts(found.scripts, targets=targets)]
+    problems = [*found.problems, *name_clashes(found.scripts, found.libraries)]
+    issues = [
+        *map(_unreadable, problems),
+        *lint_scripts(found.scripts, targets=targets),
+        *lint_libraries(found.libraries, targets=targets),
+    ]
     issues.sort(key=lambda i: i.location.split(":", 1)[0])
-    return LintReport(len(found.scripts) + len(found.problems), tuple(issues))
+    files = len(found.scripts) + len(found.problems)
+    return LintReport(files, tuple(issues), len(found.libraries))
 
 
 def luacheck_available() -> bool:

@@ -2,6 +2,8 @@
 
 - Every top-level ``*.lua`` file is a script named after its stem; files whose name starts
   with ``_`` are snippets for ``{% include %}`` and never scripts themselves.
+- A file whose first line is ``#!lua name=<library>`` is a Redis Function library instead
+  (:mod:`luapipe.scripts.libparse`): sent byte for byte, never a template.
 - Templating is opt-in: a script is a Jinja2 template only when its header (the leading
   ``--`` comment block, after an optional ``#!lua`` line) has the line ``-- @template``::
 
@@ -29,8 +31,10 @@ from pathlib import Path
 import jinja2
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
+from luapipe.scripts.libparse import is_library, library_name_of, parse_library
+from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.problems import ScriptProblem, raise_problems
-from luapipe.scripts.script import LuaScript, name_of_file, parse_header
+from luapipe.scripts.script import LuaScript, name_of_file, parse_header, read_source
 
 __all__ = ["DirectoryScan", "discover", "is_template", "load_file", "scan"]
 
@@ -95,11 +99,13 @@ def _environment(directory: Path) -> jinja2.Environment:
 
 @dataclass(frozen=True)
 class DirectoryScan:
-    """Every script file of a directory: the ones that could be read, and why the others
-    could not (bad name, header, encoding or template)."""
+    """Every Lua file of a directory: the scripts and libraries that could be read, and
+    why the others could not (bad name, header, encoding, template, a library that fails
+    at load time)."""
 
     scripts: tuple[LuaScript, ...]
     problems: tuple[ScriptProblem, ...]
+    libraries: tuple[FunctionLibrary, ...] = ()
 
 
 def scan(directory: str | Path) -> DirectoryScan:
@@ -110,15 +116,30 @@ def scan(directory: str | Path) -> DirectoryScan:
         raise ScriptError(f"{d}: no such scripts directory")
     env = _environment(d)
     scripts: list[LuaScript] = []
+    libraries: list[FunctionLibrary] = []
     problems: list[ScriptProblem] = []
     for p in sorted(d.glob("*.lua")):
         if p.name.startswith("_"):
             continue
+        name = name_of_file(p)
         try:
-            scripts.append(load_file(p, env))
+            text = read_source(p)
+            if is_library(text):
+                name = _library_name(text, str(p)) or name
+                libraries.append(parse_library(text, path=str(p)))
+            else:
+                scripts.append(load_file(p, env))
         except ScriptError as exc:
-            problems.append(ScriptProblem.of(name_of_file(p), str(p), exc))
-    return DirectoryScan(tuple(scripts), tuple(problems))
+            problems.append(ScriptProblem.of(name, str(p), exc))
+    return DirectoryScan(tuple(scripts), tuple(problems), tuple(libraries))
+
+
+def _library_name(text: str, where: str) -> str | None:
+    """The name a library file declares (None when its first line is itself broken)."""
+    try:
+        return library_name_of(text.split("\n", 1)[0].rstrip("\r"), where)
+    except ScriptError:
+        return None
 
 
 def discover(directory: str | Path) -> list[LuaScript]:

@@ -49,8 +49,11 @@ def luacheck_path() -> str | None:
     return shutil.which("luacheck")
 
 
-def run_luacheck(sources: Sequence[str], env: Env) -> list[list[Finding]]:
-    """luacheck's findings for each source, in order."""
+def run_luacheck(
+    sources: Sequence[str], env: Env, *, keys_argv: bool = True
+) -> list[list[Finding]]:
+    """luacheck's findings for each source, in order (``keys_argv=False``: Function
+    libraries, which have no ``KEYS``/``ARGV`` globals)."""
     exe = luacheck_path()
     if exe is None:
         raise EnvironmentProblem(INSTALL_HINT)
@@ -59,7 +62,7 @@ def run_luacheck(sources: Sequence[str], env: Env) -> list[list[Finding]]:
         return found
     with tempfile.TemporaryDirectory(prefix="luapipe-luacheck-") as tmp:
         config = Path(tmp, "luacheckrc.lua")
-        config.write_text(luacheck_config(env), encoding="utf-8")
+        config.write_text(luacheck_config(env, keys_argv=keys_argv), encoding="utf-8")
         files = []
         for i, source in enumerate(sources):
             path = Path(tmp, f"{i}.lua")

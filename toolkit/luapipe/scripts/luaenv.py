@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BASE", "TARGETS", "WHY", "Env", "Target", "luacheck_config", "why"]
+__all__ = ["BASE", "TARGETS", "WHY", "Env", "Target", "library_env", "luacheck_config", "why"]
 
 Env = dict[str, tuple[str, ...]]  # global -> its fields (none for a plain global)
 
@@ -207,19 +207,28 @@ def _apply(base: Env, remove: tuple[str, ...], add: tuple[str, ...]) -> Env:
     return env
 
 
+def library_env(env: Env) -> Env:
+    """``env`` as a Function library sees it: ``redis.register_function`` too (and
+    ``server.register_function`` where ``server`` exists, on Valkey)."""
+    add = ["redis.register_function"] + (["server.register_function"] if "server" in env else [])
+    return _apply(env, (), tuple(add))
+
+
 def _lua_list(items: tuple[str, ...]) -> str:
     return "{" + ", ".join(f'"{i}"' for i in items) + "}"
 
 
-def luacheck_config(env: Env, std: str = "redis") -> str:
+def luacheck_config(env: Env, std: str = "redis", *, keys_argv: bool = True) -> str:
     """A luacheck config defining ``env`` as the standard ``std`` (and selecting it).
 
     ``KEYS``/``ARGV`` are tables a script may index and even extend; every other global
-    and library is read-only, as on the server.
+    and library is read-only, as on the server. A Function library has no ``KEYS``/``ARGV``
+    globals (``keys_argv=False``): its functions get them as their callback's parameters.
     """
     lines = [f"stds.{std} = {{", "  read_globals = {"]
-    lines.append("    KEYS = {other_fields = true},")
-    lines.append("    ARGV = {other_fields = true},")
+    if keys_argv:
+        lines.append("    KEYS = {other_fields = true},")
+        lines.append("    ARGV = {other_fields = true},")
     for name in sorted(env):
         fields = env[name]
         lines.append(

@@ -28,6 +28,7 @@ run) are routed again after the slot map is re-read. Only the driver differs.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, NoReturn, Protocol, Self
 
@@ -35,6 +36,7 @@ from redis.commands.core import AsyncCoreCommands, CoreCommands
 
 from luapipe.errors import CallArgumentError
 from luapipe.scripts.calls import execute_steps
+from luapipe.scripts.fcall import FunctionCall
 from luapipe.scripts.protocol import (
     Entry,
     KnownScripts,
@@ -74,6 +76,10 @@ class ScriptSource(Protocol):
 
     def __getitem__(self, name: str) -> LuaScript: ...
 
+    def function_call(
+        self, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> FunctionCall | None: ...
+
 
 class EntryQueue:
     """The queueing half of the sync and async pipelines: script calls are checked as they
@@ -91,10 +97,15 @@ class EntryQueue:
         self.last_reloads = 0
 
     def call(self, name: str, keys: Any = (), args: Any = ()) -> Self:
-        """Queue a script call; counts are checked now, before anything is sent."""
-        script = self.registry[name]
+        """Queue a script or function call; counts are checked now, before anything is
+        sent."""
         keys_t: tuple[Value, ...] = tuple(call_values(name, "keys", keys))
         args_t: tuple[Value, ...] = tuple(call_values(name, "args", args))
+        fcall = self.registry.function_call(name, keys_t, args_t)
+        if fcall is not None:
+            self._entries.append(fcall)
+            return self
+        script = self.registry[name]
         script.check_call(keys_t, args_t)
         self._entries.append(ScriptCall(script, keys_t, args_t))
         return self

@@ -17,6 +17,12 @@ Rules it enforces (see DESIGN.md "Semantics that must hold"):
   not run, so only those calls are loaded and re-sent (bounded rounds); nothing else is.
 - transactional: scripts run as ``EVAL`` inside MULTI/EXEC, so EXEC never depends on the
   cache (an EVALSHA of a missing script would fail alone while the rest commits).
+- functions (:class:`~luapipe.scripts.fcall.FunctionCall`): FCALL alone (libraries
+  persist); the calls answered with the exact "ERR Function not found" did not run and go
+  again in one MULTI after their libraries' FUNCTION LOAD (never REPLACE). In a
+  transaction each library's FUNCTION LOAD is queued inside MULTI ahead of the calls, and
+  before the first transaction on a node its live version is read (FUNCTION LIST): another
+  version is refused before MULTI.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis.exceptions as rex
 from redis.exceptions import ResponseError
@@ -41,16 +47,29 @@ from luapipe.errors import (
     redis_class_of_reply,
     translate,
 )
+from luapipe.scripts.fcall import (
+    FunctionCall,
+    conflict_error,
+    heal_batch,
+    list_command,
+    live_library,
+    read_heal,
+)
+from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.refusals import refused
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
+    "FunctionCall",
     "KnownScripts",
+    "LuaSource",
     "Plan",
     "ScriptCall",
     "cached_by_eval",
     "exec_item",
+    "function_result",
+    "load_failed",
     "parse_lua_error",
     "raise_first",
     "script_error",
@@ -59,8 +78,11 @@ __all__ = [
 
 # Redis 7: "user_script:3: msg script: <sha>, on @user_script:3."; older Redis and fakeredis:
 # "Error running script (call to f_<sha>): @user_script:3: msg" or '[string "..."]:3: msg'.
-_LINE_TAG = re.compile(r'(?:user_script|\[string "[^"]*"\]):(\d+):\s*')
-_TRAILER = re.compile(r"\s+script: [0-9a-f]{40}, on @user_script:(\d+)\.$")
+# A function's errors say user_function and name the function: "script: f1, on
+# @user_function:4."
+_LINE_TAG = re.compile(r'(?:user_script|user_function|\[string "[^"]*"\]):(\d+):\s*')
+_TRAILER = re.compile(r"\s+script: \S+, on @user_(?:script|function):(\d+)\.$")
+_COMPILE = ("Error compiling script", "Error compiling function")
 
 
 def cached_by_eval(reply: Any) -> bool:
@@ -132,13 +154,29 @@ class KnownScripts:
             self._by_node.pop(node, None)
 
 
-def script_error(script: LuaScript, text: str) -> LuapipeError:
+class LuaSource(Protocol):
+    """What the error reader needs of a script or a library: its name, file and code."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def source(self) -> str: ...
+    def file_line(self, line: int) -> str: ...
+
+
+def script_error(script: LuaSource, text: str, *, label: str | None = None) -> LuapipeError:
     """The error for a script's error reply, naming the script's file:line where known.
 
-    Its class is luapipe's and also redis-py's for the same reply (see luapipe.errors)."""
+    ``label`` names the callee in messages (default ``script <name>``; a function's is
+    ``function f, library lib``). Its class is luapipe's and also redis-py's for the same
+    reply (see luapipe.errors)."""
+    label = label or f"script {script.name}"
     if refused(text) and text.startswith("BUSY "):  # another script holds the server
-        return BusyError(f"BUSY: the server is running another script; {script.name} did not run")
-    compile_err = "Error compiling script" in text
+        callee = label if label.startswith("function") else script.name
+        return BusyError(f"BUSY: the server is running another script; {callee} did not run")
+    compile_err = any(c in text for c in _COMPILE)
     found = parse_lua_error(text)
     if found is not None:
         line, message = found
@@ -150,7 +188,7 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
                 line=line,
                 like=ResponseError,
             )
-        return _runtime_error(text, f"{where}: {message} (script {script.name})")
+        return _runtime_error(text, f"{where}: {message} ({label})")
     trailer = _TRAILER.search(text)
     if trailer is not None:
         # A redis.call failed inside the running script (WRONGTYPE, NOPERM, a write in a
@@ -159,7 +197,7 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         # before it have run, so it is never a connection or permission error to retry.
         message = text[: trailer.start()].strip()
         where = script.file_line(int(trailer[1]))
-        return _runtime_error(text, f"{where}: {message} (script {script.name})")
+        return _runtime_error(text, f"{where}: {message} ({label})")
     if compile_err:  # a limit Lua reports without a line (the local check names it)
         return ScriptSyntaxError(
             f"{script.path or script.name}: {text}",
@@ -170,7 +208,7 @@ def script_error(script: LuaScript, text: str) -> LuapipeError:
         return translate(ResponseError(text))
     # The script's own error_reply, or a failed redis.call on a server that does not say
     # the line (fakeredis): name the lines it can have come from.
-    return _runtime_error(text, f"{_error_sites(script)}: script {script.name} failed: {text}")
+    return _runtime_error(text, f"{_error_sites(script)}: {label} failed: {text}")
 
 
 def _runtime_error(text: str, message: str) -> LuapipeError:
@@ -187,7 +225,7 @@ def _runtime_error(text: str, message: str) -> LuapipeError:
 _SITE = re.compile(r"\bredis\s*\.\s*(?:call|error_reply)\s*\(|\{\s*err\s*=")
 
 
-def _error_sites(script: LuaScript) -> str:
+def _error_sites(script: LuaSource) -> str:
     """``file:line`` of the one line an error without a line number can come from (a
     redis.call or an error reply), or ``file`` and the candidate lines."""
     lines = [
@@ -212,6 +250,29 @@ def script_result(script: LuaScript, reply: Any) -> Any:
     return reply
 
 
+def function_result(call: FunctionCall, reply: Any) -> Any:
+    """A function's reply, or its error mapped to luapipe, naming the library's file:line
+    (returned, not raised)."""
+    if isinstance(reply, ReplyError):
+        label = f"function {call.function.name}, library {call.library.name}"
+        return script_error(call.library, reply.text, label=label)
+    return reply
+
+
+def load_failed(library: FunctionLibrary, reply: ReplyError, node: str) -> LuapipeError:
+    """The error for a FUNCTION LOAD of ``library`` that failed on ``node`` (a compile or
+    load-time error at file:line, a function name another library owns...)."""
+    text = reply.text
+    if text.startswith("ERR Function ") and text.endswith(" already exists"):
+        fn = text[len("ERR Function ") : -len(" already exists")]
+        return ServerError(
+            f"library {library.name!r} ({library.path or library.name}) cannot be loaded on "
+            f"{node}: another library already registers a function {fn!r} (function names "
+            "are global on a server); rename one of them; nothing ran"
+        )
+    return script_error(library, text, label=f"library {library.name}")
+
+
 def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
     """Validate a SCRIPT LOAD reply: an error, or a SHA that is not ours."""
     if isinstance(reply, ReplyError):
@@ -222,7 +283,7 @@ def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
     return None
 
 
-Entry = ScriptCall | Command
+Entry = ScriptCall | FunctionCall | Command
 
 
 class Plan:
@@ -237,25 +298,40 @@ class Plan:
         self.transaction = transaction
         self.results: list[Any] = [None] * len(self.entries)
         self.rounds = 0
-        self.reloads = 0  # script calls re-sent after NOSCRIPT
+        self.reloads = 0  # script and function calls re-sent after NOSCRIPT / not found
         self._batch_slots: list[int | None] = []  # per wire command: entry index, or None
         self._loading: list[LuaScript | None] = []
         self._resend = False  # this batch re-sends NOSCRIPT'd calls as EVAL
+        self._heal: list[int] = []  # function calls healed at the tail of this batch
+        self._checking: list[FunctionLibrary] = []  # libraries checked before a MULTI
+        self._tx_loads: list[FunctionLibrary] = []  # FUNCTION LOADs queued after MULTI
 
     # -- building batches -----------------------------------------------------------------
     def start(self) -> list[Command]:
         if not self.entries:
             return []
         if self.transaction:
+            unchecked = [lib for lib in self._libraries() if not self.known.has(self.node, lib.sha)]
+            if unchecked:  # which version is live: refuse another before MULTI
+                self.rounds += 1
+                self._checking = unchecked
+                return [list_command(lib) for lib in unchecked]
             return self._transaction_batch()
         return self._batch(list(range(len(self.entries))))
 
+    def _libraries(self) -> list[FunctionLibrary]:
+        libs = {e.library.sha: e.library for e in self.entries if isinstance(e, FunctionCall)}
+        return list(libs.values())
+
     def _batch(self, indexes: list[int], *, resend: bool = False) -> list[Command]:
-        """The first batch: scripts not known on the node are loaded inline, then EVALSHA.
+        """The first batch: scripts not known on the node are loaded inline, then EVALSHA;
+        functions go as FCALL alone (libraries persist).
         ``resend``: the calls answered NOSCRIPT go again as EVAL, which cannot be answered
         NOSCRIPT by the server, so a NOSCRIPT now is the script's own error reply (a
         script that returns exactly that text cannot be told from a flushed cache: it may
-        run twice, never more)."""
+        run twice, never more). The function calls answered "not found" go again at the
+        tail, after their libraries' FUNCTION LOAD in one MULTI (see
+        :mod:`luapipe.scripts.fcall`)."""
         self.rounds += 1
         self._resend = resend
         wire: list[Command] = []
@@ -271,32 +347,66 @@ class Plan:
                     wire.append(load_command(e.script))
                     slots.append(None)
                     loading.append(e.script)
+        heal: list[int] = []
         for i in indexes:
             e = self.entries[i]
             if isinstance(e, ScriptCall):
                 wire.append(e.eval() if resend else e.evalsha())
+            elif isinstance(e, FunctionCall):
+                if resend:
+                    heal.append(i)
+                    continue
+                wire.append(e.fcall())
             else:
                 wire.append(e)
             slots.append(i)
             loading.append(None)
-        self._batch_slots, self._loading = slots, loading
+        self._batch_slots, self._loading, self._heal = slots, loading, heal
+        if heal:
+            wire += heal_batch([self._call(i) for i in heal])
         return wire
+
+    def _call(self, i: int) -> FunctionCall:
+        e = self.entries[i]
+        assert isinstance(e, FunctionCall)
+        return e
 
     def _transaction_batch(self) -> list[Command]:
         self.rounds += 1
+        # Every library is loaded (never replaced) inside MULTI, ahead of its calls: EXEC
+        # never depends on a library being there ("already exists" is harmless).
+        self._tx_loads = self._libraries()
         # Replies inside MULTI are QUEUED: parse callbacks apply to EXEC's items (driver).
-        body = [e.eval() if isinstance(e, ScriptCall) else Command(e.args) for e in self.entries]
-        return [Command(("MULTI",)), *body, Command(("EXEC",))]
+        body = [
+            e.eval()
+            if isinstance(e, ScriptCall)
+            else e.fcall()
+            if isinstance(e, FunctionCall)
+            else Command(e.args)
+            for e in self.entries
+        ]
+        loads = [Command(lib.load_args()) for lib in self._tx_loads]
+        return [Command(("MULTI",)), *loads, *body, Command(("EXEC",))]
 
     # -- consuming replies ----------------------------------------------------------------
     def feed(self, replies: Sequence[Any]) -> list[Command]:
-        """Record replies; return the next batch (only NOSCRIPT'd calls), or [] when done."""
+        """Record replies; return the next batch (only the calls that did not run), or []
+        when done."""
+        if self._checking:
+            refused = self._read_check(replies)
+            if refused is not None:  # nothing was sent but the check
+                self.results = [refused] * len(self.entries)
+                return []
+            return self._transaction_batch()
         if self.transaction:
             self._feed_transaction(replies)
             return []
         retry: list[int] = []
         load_errors: dict[str, LuapipeError] = {}
-        for slot, script, reply in zip(self._batch_slots, self._loading, replies, strict=True):
+        head = len(self._batch_slots)
+        for slot, script, reply in zip(
+            self._batch_slots, self._loading, replies[:head], strict=True
+        ):
             if script is not None:
                 err = check_loaded(script, reply)
                 if err is None:
@@ -322,15 +432,41 @@ class Plan:
                         retry.append(slot)
                     continue
                 self.results[slot] = script_result(entry.script, reply)
+            elif isinstance(entry, FunctionCall):
+                if isinstance(reply, ReplyError) and reply.is_function_not_found:
+                    retry.append(slot)  # it did not run
+                    continue
+                self.results[slot] = function_result(entry, reply)
             else:
                 self.results[slot] = _command_result(reply)
+        if self._heal:
+            calls = [self._call(i) for i in self._heal]
+            healed = read_heal(calls, replies[head:], self.node, function_result, load_failed)
+            for i, outcome in zip(self._heal, healed, strict=True):
+                self.results[i] = outcome
         if retry:
             self.reloads += len(retry)
             return self._batch(retry, resend=True)
         return []
 
+    def _read_check(self, replies: Sequence[Any]) -> LuapipeError | None:
+        """The libraries' live versions before a MULTI: another version is refused."""
+        for lib, reply in zip(self._checking, replies, strict=True):
+            if isinstance(reply, ReplyError):
+                return _command_result(reply)  # type: ignore[no-any-return]
+            live = live_library(reply, lib.name)
+            if live is None:
+                continue  # absent: the load inside MULTI puts it there
+            if live.sha != lib.sha:
+                return conflict_error(lib, live.sha, self.node, "the transaction was not sent")
+            self.known.add(self.node, lib.sha)
+        self._checking = []
+        return None
+
     def _feed_transaction(self, replies: Sequence[Any]) -> None:
-        queued = replies[1:-1]
+        loads = len(self._tx_loads)
+        queued_all = replies[1:-1]
+        queued = queued_all[loads:]
         exec_reply = replies[-1]
         moved = [r for q in queued if (r := Redirect.of(q)) is not None]
         if moved:  # refused at queue time, EXECABORT: nothing ran; route it again
@@ -350,19 +486,45 @@ class Plan:
             self.results = [redirect] * len(self.entries)
             return
         if isinstance(exec_reply, ReplyError):  # EXECABORT: nothing ran
-            self.results = [_aborted(exec_reply, queued)] * len(self.entries)
+            self.results = [_aborted(exec_reply, queued_all)] * len(self.entries)
             return
         if exec_reply is None:
             err = ServerError("transaction aborted by the server (EXEC returned nil)")
             self.results = [err] * len(self.entries)
             return
-        for i, (entry, reply) in enumerate(zip(self.entries, exec_reply, strict=True)):
-            if isinstance(reply, BaseException):
-                reply = ReplyError(full_error_text(reply))
+        items = [
+            ReplyError(full_error_text(r)) if isinstance(r, BaseException) else r
+            for r in exec_reply
+        ]
+        loaded = dict(zip((lib.sha for lib in self._tx_loads), items[:loads], strict=True))
+        for lib in self._tx_loads:
+            if not isinstance(loaded[lib.sha], ReplyError):
+                self.known.add(self.node, lib.sha)  # ours, loaded by this transaction
+        for i, (entry, reply) in enumerate(zip(self.entries, items[loads:], strict=True)):
             if isinstance(entry, ScriptCall):
                 self.results[i] = script_result(entry.script, reply)
+            elif isinstance(entry, FunctionCall):
+                self.results[i] = self._exec_function(entry, reply, loaded[entry.library.sha])
             else:
                 self.results[i] = _command_result(reply)
+
+    def _exec_function(self, call: FunctionCall, reply: Any, load: Any) -> Any:
+        """A function call's item of EXEC, beside its library's FUNCTION LOAD item."""
+        if not (isinstance(reply, ReplyError) and reply.is_function_not_found):
+            return function_result(call, reply)
+        if not isinstance(load, ReplyError):  # loaded just before: its own error reply
+            return function_result(call, reply)
+        if not load.text.endswith(" already exists") or not load.text.startswith("ERR Library"):
+            return load_failed(call.library, load, self.node)
+        # Another version went live after the check (the race README describes): the
+        # call did not run, the rest of the transaction has committed.
+        self.known.discard(self.node, call.library.sha)
+        return ServerError(
+            f"function {call.function.name!r} did not run: library {call.library.name!r} "
+            f"on {self.node} is not the version luapipe checked (code sha1 "
+            f"{call.library.sha}); another version was loaded since; the rest of the "
+            "transaction committed"
+        )
 
 
 def _aborted(exec_reply: ReplyError, queued: Sequence[Any]) -> LuapipeError:

@@ -14,6 +14,15 @@ Calls use EVALSHA (EVALSHA_RO for ``no-writes`` scripts) and recover from the se
 exact NOSCRIPT reply by loading and re-sending once; nothing is re-sent after a timeout or
 a dropped connection (see :mod:`luapipe.wire.sync`).
 
+A ``#!lua name=<library>`` file of the directory is a Redis Function library
+(:class:`~luapipe.scripts.library.FunctionLibrary`), held beside the scripts:
+``reg.libraries`` lists them, ``reg.library(name)`` is one, ``reg.function(name)`` returns
+``(LuaFunction, FunctionLibrary)`` for a function name (what a call sends, and what to load
+where the function is missing), ``reg.functions()`` the function names, and ``reg[name]``
+stays the :class:`LuaScript` of a script. Script and function names share
+one namespace: a clash (two files, or a script and a function, or two libraries) is one
+error naming every clash.
+
 Every method takes a sync or a ``redis.asyncio`` client (plain or cluster; with an asyncio
 one it returns a coroutine): the work is written once as steps (:mod:`luapipe.scripts.calls`)
 and run by the sync or the asyncio driver. ``reg.call`` on a plain client keeps a flattened
@@ -38,12 +47,16 @@ from luapipe.scripts.calls import (
     ScriptState,
     call_steps,
     flush_steps,
+    function_call_steps,
     kill_steps,
     load_steps,
     status_steps,
 )
 from luapipe.scripts.compiler import compile_problems
+from luapipe.scripts.fcall import FunctionCall
+from luapipe.scripts.library import FunctionLibrary, LuaFunction
 from luapipe.scripts.loader import scan
+from luapipe.scripts.names import clash_error, name_clashes
 from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.protocol import KnownScripts, ScriptCall
@@ -103,13 +116,29 @@ class ScriptRegistry:
         strict: bool = True,
         problems: Iterable[ScriptProblem] = (),
         policy: RetryPolicy = DEFAULT,
+        libraries: Iterable[FunctionLibrary] = (),
     ) -> None:
-        self._scripts = _by_name(scripts)
-        found = [*problems, *(compile_problems(self._scripts.values()) if check else ())]
+        scripts = list(scripts)
+        libraries = list(libraries)
+        clashes = name_clashes(scripts, libraries)
+        refused = clash_error(scripts, libraries) if strict else None
+        if refused is not None:
+            raise refused
+        clashing = {p.path for p in clashes}
+        self._scripts = _by_name(s for s in scripts if (s.path or s.name) not in clashing)
+        self._libraries = {
+            lib.name: lib for lib in libraries if (lib.path or lib.name) not in clashing
+        }
+        found = [*problems, *clashes]
+        found += compile_problems(self._scripts.values()) if check else ()
         if strict:
             raise_problems(found)
         for problem in found:
             self._scripts.pop(problem.name, None)
+        #: function name -> (function, its library): what reg.call looks up first
+        self._fns: dict[str, tuple[LuaFunction, FunctionLibrary]] = {
+            f.name: (f, lib) for lib in self._libraries.values() for f in lib.functions
+        }
         self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
@@ -124,7 +153,7 @@ class ScriptRegistry:
         others; see :attr:`problems`.
         """
         found = scan(directory if directory is not None else bundled_scripts_dir())
-        return cls(found.scripts, strict=strict, problems=found.problems)
+        return cls(found.scripts, strict=strict, problems=found.problems, libraries=found.libraries)
 
     @property
     def problems(self) -> tuple[ScriptProblem, ...]:
@@ -134,6 +163,38 @@ class ScriptRegistry:
     # -- the collection -------------------------------------------------------------------
     def names(self) -> list[str]:
         return sorted(self._scripts)
+
+    @property
+    def libraries(self) -> tuple[FunctionLibrary, ...]:
+        """The Function libraries of the directory, sorted by library name."""
+        return tuple(self._libraries[n] for n in sorted(self._libraries))
+
+    def library(self, name: str) -> FunctionLibrary:
+        """The Function library called ``name`` (:class:`UnknownScriptError`, a KeyError,
+        if the registry has none)."""
+        try:
+            return self._libraries[name]
+        except (KeyError, TypeError):
+            raise UnknownScriptError(f"unknown library {name!r}") from None
+
+    def functions(self) -> list[str]:
+        """The names of every function the libraries register, sorted."""
+        return sorted(self._fns)
+
+    def function(self, name: str) -> tuple[LuaFunction, FunctionLibrary]:
+        """The function ``name`` and the library that registers it (what to load when a
+        node answers ``ERR Function not found``); :class:`UnknownScriptError` otherwise."""
+        found = self._fns.get(name) if isinstance(name, str) else None
+        if found is not None:
+            return found
+        for problem in self._problems:
+            if problem.name == name:
+                raise ScriptError(f"{name!r} cannot be used: {problem.message}")
+        if name in self._scripts:
+            raise UnknownScriptError(f"{name!r} is a script, not a function: reg[{name!r}]")
+        close = difflib.get_close_matches(str(name), self._fns, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownScriptError(f"unknown function {name!r}{hint}")
 
     def __getitem__(self, name: str) -> LuaScript:
         try:
@@ -149,9 +210,26 @@ class ScriptRegistry:
         for problem in self._problems:
             if problem.name == name:
                 raise ScriptError(f"script {name!r} cannot be used: {problem.message}")
+        if name in self._fns:
+            library = self._fns[name][1].name
+            raise UnknownScriptError(
+                f"{name!r} is a function of library {library!r}, not a script: "
+                f"reg.function({name!r})"
+            )
         close = difflib.get_close_matches(name, self._scripts, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownScriptError(f"unknown script {name!r}{hint}")
+
+    def function_call(
+        self, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> FunctionCall | None:
+        """A checked call of the function ``name`` (None: no function of that name)."""
+        found = self._fns.get(name) if name.__class__ is str else None
+        if found is None:
+            return None
+        fn, lib = found
+        fn.check_call(keys, args)
+        return FunctionCall(fn, lib, tuple(keys), tuple(args))
 
     def __contains__(self, name: object) -> bool:
         return name in self._scripts
@@ -204,10 +282,11 @@ class ScriptRegistry:
     @overload
     def kill(self, client: SyncClient) -> list[str]: ...
     def kill(self, client: Any) -> Any:
-        """SCRIPT KILL the script running on each node; returns the nodes where one was killed.
+        """SCRIPT KILL (FUNCTION KILL for a function) what runs on each node; returns the
+        nodes where a script or function was killed.
 
-        A script that has already written cannot be stopped (Redis answers UNKILLABLE):
-        that is raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
+        One that has already written cannot be stopped (Redis answers UNKILLABLE): that is
+        raised as a :class:`ServerError` saying so, since only SHUTDOWN NOSAVE ends it.
         """
         return self._run(kill_steps(), client)
 
@@ -234,7 +313,12 @@ class ScriptRegistry:
         keys: Sequence[Value] = (),
         args: Sequence[Value] = (),
     ) -> Any:
-        """Run one script: one round trip in steady state; NOSCRIPT -> load, retry once.
+        """Run one script or function: one round trip in steady state.
+
+        A script goes as EVALSHA (NOSCRIPT -> load, retry once); a function of a library
+        as FCALL (FCALL_RO for ``no-writes``): on the exact "ERR Function not found" its
+        library is loaded (never replaced) on the slot's primary and the call sent again,
+        in one atomic round trip (see :mod:`luapipe.scripts.fcall`).
 
         With a ``redis.asyncio`` client this returns a coroutine (``await reg.call(...)``).
         On a cluster the call goes to the primary owning its keys' slot; a redirect (slot
@@ -249,6 +333,8 @@ class ScriptRegistry:
             args = call_values(name, "args", args)
         if kind >= _ASYNC:
             return self._call_async(client, name, keys, args, kind)
+        if self._fns and name.__class__ is str and name in self._fns:
+            return self._fcall(client, name, keys, args, kind)
         script = self[name]
         script.check_call(keys, args)
         if kind == _SYNC_CLUSTER:
@@ -266,9 +352,45 @@ class ScriptRegistry:
             steps = call_steps(call, self.known, self.policy, cluster=False, first=first)
             return drivers.Driver(client, s).run(steps)
 
+    def _fcall(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
+    ) -> Any:
+        fn, lib = self._fns[name]
+        fn.check_call(keys, args)
+        if kind == _SYNC_CLUSTER:
+            call = FunctionCall(fn, lib, tuple(keys), tuple(args))
+            return drivers.drive(function_call_steps(call, self.policy, cluster=True), client)
+        with sync.session(client) as s:  # the fast path: one FCALL in steady state
+            reply = s.send_one(fn.fcall_args(keys, args))
+            if reply.__class__ is not ReplyError:
+                return reply
+            call = FunctionCall(fn, lib, tuple(keys), tuple(args))
+            steps = function_call_steps(call, self.policy, cluster=False, first=(s.address, reply))
+            return drivers.Driver(client, s).run(steps)
+
+    async def _fcall_async(self, client: Any, call: FunctionCall, kind: int) -> Any:
+        if kind == _ASYNC_CLUSTER or client.single_connection_client:
+            steps = function_call_steps(call, self.policy, cluster=kind == _ASYNC_CLUSTER)
+            return await drivers.drive_async(steps, client)
+        pool = client.connection_pool  # the fast path, as for scripts below
+        conn = await aio.acquire(pool)
+        s = aio.AsyncSession(client, conn)
+        try:
+            reply = await s.send_one(call.fcall_args())
+            if reply.__class__ is not ReplyError:
+                return reply
+            steps = function_call_steps(call, self.policy, cluster=False, first=(s.address, reply))
+            return await drivers.AsyncDriver(client, s).run(steps)
+        finally:
+            await s.close_if_dirty()
+            await pool.release(conn)
+
     async def _call_async(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
     ) -> Any:
+        fcall = self.function_call(name, keys, args) if self._fns else None
+        if fcall is not None:
+            return await self._fcall_async(client, fcall, kind)
         script = self[name]
         script.check_call(keys, args)
         call = ScriptCall(script, tuple(keys), tuple(args))

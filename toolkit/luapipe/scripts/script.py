@@ -95,6 +95,25 @@ def validate_name(name: str, what: str = "script name", where: str | None = None
     return name
 
 
+def read_source(p: Path) -> str:
+    """A Lua file's text, byte for byte: UTF-8 without a byte-order mark, else a
+    :class:`ScriptError` naming ``file:line``."""
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ScriptError(f"{p}: cannot read: {exc.strerror}") from None
+    if data.startswith(b"\xef\xbb\xbf"):  # Lua 5.1 cannot compile it; it also hides the header
+        raise ScriptError(
+            f"{p}:1: starts with a UTF-8 byte-order mark, which Redis's Lua cannot "
+            "compile: save the file without it"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ScriptError(f"{p}:{line}: not valid UTF-8 (byte {exc.start})") from None
+
+
 @dataclass(frozen=True)
 class LuaScript:
     """A script as it is sent to Redis. ``sha`` is sha1 of ``source`` encoded as UTF-8."""
@@ -148,21 +167,7 @@ class LuaScript:
         """Read a script file byte for byte (a ``-- @template`` file is not rendered here:
         :func:`luapipe.scripts.loader.load_file` renders it)."""
         p = Path(path)
-        try:
-            data = p.read_bytes()
-        except OSError as exc:
-            raise ScriptError(f"{p}: cannot read: {exc.strerror}") from None
-        if data.startswith(b"\xef\xbb\xbf"):  # Lua 5.1 cannot compile it; it also hides the header
-            raise ScriptError(
-                f"{p}:1: starts with a UTF-8 byte-order mark, which Redis's Lua cannot "
-                "compile: save the file without it"
-            )
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            raise ScriptError(f"{p}:{line}: not valid UTF-8 (byte {exc.start})") from None
-        return cls.from_source(name_of_file(p), text, path=str(p))
+        return cls.from_source(name_of_file(p), read_source(p), path=str(p))
 
     @property
     def read_only(self) -> bool:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from luapipe.wire.replies import NOSCRIPT_TEXT
+from luapipe.wire.replies import FUNCTION_NOT_FOUND, NOSCRIPT_TEXT
 
 __all__ = [
     "CALL_VERBS",
@@ -49,8 +49,6 @@ __all__ = [
     "refused",
 ]
 
-#: the whole reply to an FCALL of a function no library on the server registers
-FUNCTION_NOT_FOUND = "ERR Function not found"
 #: error codes that mean the server did not run the request at all
 REFUSAL_CODES = frozenset(
     [

@@ -43,6 +43,8 @@ Value = str | bytes | int | float
 #: the start of the server's own "script not cached" reply (Valkey 8 ends it after
 #: "script."; Redis adds " Please use EVAL.")
 NOSCRIPT_TEXT = "NOSCRIPT No matching script"
+#: the whole reply to FCALL of a function no library registers (Redis 7.0-7.2, Valkey 8)
+FUNCTION_NOT_FOUND = "ERR Function not found"
 RedirectKind = Literal["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"]
 _KINDS: tuple[RedirectKind, ...] = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
 
@@ -110,6 +112,15 @@ class ReplyError:
     def is_noscript(self) -> bool:
         """True only for the server's own "script not cached" reply."""
         return self.text.startswith(NOSCRIPT_TEXT)
+
+    @property
+    def is_function_not_found(self) -> bool:
+        """True only for the server's whole "no such function" reply: the call did not run.
+
+        Matched exactly, never as a substring: a function's own error that contains the
+        words (``error("Function not found")`` reads ``ERR user_function:3: Function not
+        found script: ...``) is that function's error, and it may have written."""
+        return self.text == FUNCTION_NOT_FOUND
 
     @property
     def is_compile_error(self) -> bool:

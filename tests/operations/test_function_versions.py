@@ -1,0 +1,125 @@
+"""The function form through a rolling deploy: each version of a spec has its own library
+and function (luapipe_<op>_<hash>), so two versions side by side never reload each other;
+old versions are collected by ``luapipe functions gc``, which touches nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from luapipe.bench.server import ServerProcess
+from luapipe.cli import main
+from luapipe.operations.generate import function_name, generated_operation, library_name
+from luapipe.operations.libraries import collect_generated
+from luapipe.operations.operation import Operation
+from luapipe.operations.spec import load_operation, parse_operation
+
+from ..conftest import EXAMPLES_DIR
+from ..drivers import Driver
+from ..helpers import calls, reset_stats
+
+SPEC = EXAMPLES_DIR / "operations" / "reserve_stock.toml"
+V1: Operation = load_operation(SPEC)
+V2: Operation = parse_operation(
+    SPEC.read_text().replace('ok = "available >= qty"', 'ok = "available > qty"'), str(SPEC)
+)
+MINE = "#!lua name=mine\nredis.register_function('mine', function() return 1 end)\n"
+#: named like luapipe's, but its code is not what the name's hash says: not ours
+IMPOSTOR_NAME = "luapipe_reserve_stock_0123456789"
+IMPOSTOR = (
+    f"#!lua name={IMPOSTOR_NAME}\n"
+    f"redis.register_function('{IMPOSTOR_NAME}', function() return 'x' end)\n"
+)
+BENCH = "#!lua name=luapipe_bench\nredis.register_function('luapipe_bench_x', function() end)\n"
+
+
+def libraries(r: redis.Redis) -> set[str]:
+    return {lib[1].decode() for lib in r.function_list()}  # RESP2: flat lists
+
+
+def test_names_carry_the_code_and_are_recognised_from_it() -> None:
+    n1, n2 = library_name(V1), library_name(V2)
+    assert n1 != n2 and n1.startswith("luapipe_reserve_stock_") and len(n1) == 32
+    assert function_name(V1) == n1 and V1.function_source.startswith(f"#!lua name={n1}\n")
+    assert generated_operation(n1, V1.function_source) == "reserve_stock"
+    assert generated_operation(n1, V2.function_source) is None  # another version's code
+    assert generated_operation(n1, V1.function_source + " ") is None
+    assert generated_operation(IMPOSTOR_NAME, IMPOSTOR) is None
+    assert generated_operation("luapipe_bench", BENCH) is None
+
+
+def test_two_versions_alternating_load_each_library_once(
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """Two application versions side by side during a rolling deploy: 100 alternating
+    calls load each version's library once (one name per operation loaded with REPLACE
+    took 100 loads, each a compile replicated and written to the AOF)."""
+    c = driver.redis(redis_server.port)
+    r.set("stock", 1000)
+    reset_stats(r)
+    got = []
+    for i in range(100):
+        op = V1 if i % 2 == 0 else V2
+        got.append(driver.run(op.run(c, "function", keys={"stock": "stock"}, args={"qty": 1})))
+    assert got == [[1, 1000 - i - 1] for i in range(100)]
+    assert calls(r, "function|load") == 2  # each version once
+    assert calls(r, "fcall") == 100 + 2  # the two first calls were not found, then ran
+    assert libraries(r) == {library_name(V1), library_name(V2)}
+
+
+def test_gc_deletes_only_luapipes_old_versions(r: redis.Redis) -> None:
+    for op in (V1, V2):
+        r.set("stock", 5)
+        op.run(r, "function", keys={"stock": "stock"}, args={"qty": 1})
+    for code in (MINE, IMPOSTOR, BENCH):
+        r.function_load(code)
+    everything = libraries(r)
+    (dry,) = collect_generated(r, [library_name(V2)], dry_run=True)
+    assert libraries(r) == everything
+    (done,) = collect_generated(r, [library_name(V2)])
+    assert dry.deleted == done.deleted == (library_name(V1),)
+    assert done.kept == (library_name(V2),) and done.others == 3
+    assert libraries(r) == everything - {library_name(V1)}
+    (rest,) = collect_generated(r)
+    assert rest.deleted == (library_name(V2),)
+    assert libraries(r) == {"mine", IMPOSTOR_NAME, "luapipe_bench"}
+    r.set("stock", 5)  # a process still on V1 reloads its library: never fatal
+    assert V1.run(r, "function", keys={"stock": "stock"}, args={"qty": 1}) == [1, 4]
+
+
+def test_gc_on_the_command_line(r: redis.Redis, redis_server: ServerProcess) -> None:
+    """`functions gc SPEC` keeps the version the spec file generates now (V1 here)."""
+    url = redis_server.url
+    for op in (V1, V2):
+        r.set("stock", 5)
+        op.run(r, "function", keys={"stock": "stock"}, args={"qty": 1})
+    r.function_load(MINE)
+    node = url.split("//")[1].split("/")[0]
+    res = CliRunner().invoke(main, ["functions", "gc", str(SPEC), "--url", url, "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert res.output == (
+        f"{node}: would delete {library_name(V2)}; kept 1 current version; "
+        "left 1 other library alone (not luapipe's)\n"
+    )
+    res = CliRunner().invoke(main, ["functions", "gc", "reserve_stock", "--url", url, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == [
+        {"node": node, "deleted": [library_name(V2)], "kept": [library_name(V1)], "others": 1}
+    ]
+    res = CliRunner().invoke(main, ["functions", "gc", "--url", url])
+    assert res.exit_code == 0 and f"deleted {library_name(V1)};" in res.output
+    assert libraries(r) == {"mine"}
+
+
+@pytest.mark.parametrize("name", ["nosuch"])
+def test_gc_of_an_unknown_spec_is_one_line_and_deletes_nothing(
+    r: redis.Redis, redis_server: ServerProcess, name: str
+) -> None:
+    V1.run(r, "function", keys={"stock": "stock"}, args={"qty": 1})
+    url = redis_server.url
+    res = CliRunner().invoke(main, ["functions", "gc", name, "--url", url])
+    assert res.exit_code == 1 and res.output.count("\n") == 1 and "unknown operation" in res.output
+    assert libraries(r) == {library_name(V1)}

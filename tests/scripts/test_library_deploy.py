@@ -1,0 +1,400 @@
+"""deploy, --check, --prune and --rollback of Function libraries on a real server.
+
+The server is shared by the session's tests and, in real life, by other teams: a library
+that is not the directory's is never drift and never touched, whatever the command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from luapipe.bench.server import ServerProcess
+from luapipe.cli import main
+from luapipe.errors import ServerError
+from luapipe.scripts.libdeploy import (
+    check_libraries_steps,
+    deploy_libraries_steps,
+    rollback_libraries_steps,
+)
+from luapipe.scripts.libparse import parse_library
+from luapipe.scripts.libstate import keeper_name, keeper_source, kept_code
+from luapipe.wire import drivers
+
+from ..drivers import Driver
+from ..helpers import calls
+
+STOCK_V1 = (
+    "#!lua name=stock\n"
+    "-- @function stock_reserve\n-- @key units\n-- @arg qty\n"
+    "redis.register_function('stock_reserve', function(keys, args)\n"
+    "  return redis.call('DECRBY', keys[1], args[1])\nend)\n"
+    "redis.register_function{function_name = 'stock_left', flags = {'no-writes'},\n"
+    "  callback = function(keys) return redis.call('GET', keys[1]) end}\n"
+)
+#: v2 keeps both names but requires one more arg of one and drops a flag of the other
+STOCK_V2 = STOCK_V1.replace("-- @arg qty\n", "-- @arg qty\n-- @arg order\n").replace(
+    "flags = {'no-writes'},", "flags = {},"
+)
+HELLO = "#!lua name=hello\nredis.register_function('hello', function() return 'hi' end)\n"
+OTHER = "#!lua name=other_team\nredis.register_function('other_team_f', function() end)\n"
+
+
+def _pairs(flat: list[Any]) -> dict[str, Any]:
+    return {k.decode(): v for k, v in zip(flat[0::2], flat[1::2], strict=True)}
+
+
+def code_of(r: redis.Redis, library: str) -> str | None:
+    for lib in r.function_list(library=library, withcode=True):
+        info = _pairs(lib)
+        if info["library_name"].decode() == library:
+            return str(info["library_code"].decode())
+    return None
+
+
+def loads(r: redis.Redis) -> int:
+    return calls(r, "function|load")
+
+
+@pytest.fixture
+def url(redis_server: ServerProcess) -> str:
+    return f"redis://{redis_server.host}:{redis_server.port}/0"
+
+
+@pytest.fixture
+def shared(r: redis.Redis) -> Iterator[redis.Redis]:
+    """The server, with another team's library on it."""
+    r.function_load(OTHER)
+    yield r
+    assert code_of(r, "other_team") == OTHER  # never touched, whatever the test did
+
+
+def write(d: Path, files: dict[str, str | None]) -> Path:
+    d.mkdir(exist_ok=True)
+    for name, text in files.items():
+        if text is None:
+            (d / name).unlink()
+        else:
+            (d / name).write_text(text)
+    return d
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_deploy_loads_a_library_only_where_its_code_differs(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO, "n.lua": "return 1"})
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert code_of(shared, "stock") == STOCK_V1 and code_of(shared, "hello") == HELLO
+    lock = json.loads((d / "luapipe.lock.json").read_text())
+    assert lock["libraries"] == {
+        "hello": parse_library(HELLO).sha,
+        "stock": parse_library(STOCK_V1).sha,
+    }
+    assert lock["scripts"].keys() == {"n"}
+    shared.config_resetstat()
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and loads(shared) == 0  # the same code: nothing loaded
+    assert "unchanged" in res.stdout.splitlines()[-1]
+    write(d, {"stock.lua": STOCK_V2})
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert loads(shared) == 2  # the rollback copy, then stock; hello is left alone
+    assert code_of(shared, "stock") == STOCK_V2
+    assert kept_code(code_of(shared, keeper_name("stock")) or "") == STOCK_V1
+    node = url.split("//")[1].split("/")[0]
+    assert res.stderr.splitlines() == [  # old callers would break
+        f"warning: signature: stock_reserve on {node} (args (qty) -> (qty, order): callers of "
+        "the live version would break; give the new version a new name)",
+        f"warning: signature: stock_left on {node} (flags [no-writes] -> []: callers of the "
+        "live version would break; give the new version a new name)",
+    ]
+
+
+def test_check_reports_each_kind_of_drift_per_node_and_never_another_teams_library(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and res.stdout.startswith("no drift: 0 scripts, 2 libraries")
+    node = url.split("//")[1].split("/")[0]
+    shared.function_delete("hello")  # a flushed node, a new shard
+    shared.function_load(STOCK_V2, replace=True)  # changed by hand
+    shared.function_load("#!lua name=squatter\nredis.register_function('hello', function() end)")
+    write(d, {"gone.lua": "#!lua name=gone\nredis.register_function('gone_f', function() end)"})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 1  # 'hello' is taken
+    shared.function_load("#!lua name=gone\nredis.register_function('gone_f', function() end)")
+    write(d, {"gone.lua": None})
+    lock = json.loads((d / "luapipe.lock.json").read_text())
+    lock["libraries"]["gone"] = "1" * 40
+    (d / "luapipe.lock.json").write_text(json.dumps(lock))
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1
+    v1, v2 = parse_library(STOCK_V1).sha[:12], parse_library(STOCK_V2).sha[:12]
+    assert res.stdout.splitlines() == [
+        "removed: gone (in the lock, no such library)",
+        f"missing: hello on {node} (library not loaded)",
+        f"taken: hello on {node} (function of library 'hello' is registered by library 'squatter')",
+        f"differs: stock on {node} (library code {v2} there, {v1} in the file)",
+        f"signature: stock_reserve on {node} (args (qty, order) -> (qty): callers of the live "
+        "version would break; give the new version a new name)",
+        f"stale: gone on {node} (in the lock, no longer in the directory: deploy --prune "
+        "deletes it)",
+        f"drift: 6 differences (0 scripts, 2 libraries, nodes {node})",
+    ]
+    checked = json.loads(run("deploy", "--check", "--json", "--dir", str(d), "--url", url).stdout)
+    assert {x["kind"] for x in checked["drift"]} == {
+        "removed",
+        "missing",
+        "taken",
+        "differs",
+        "signature",
+        "stale",
+    }
+    assert not any("other_team" in json.dumps(x) for x in checked["drift"])
+
+
+def test_a_taken_function_name_refuses_the_deploy_before_anything_is_sent(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    shared.function_load("#!lua name=squatter\nredis.register_function('hello', function() end)")
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    shared.config_resetstat()
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("error: nothing deployed: a function name is taken: taken: hello")
+    assert loads(shared) == 0 and code_of(shared, "stock") is None
+    assert not (d / "luapipe.lock.json").exists()
+
+
+def test_prune_deletes_only_the_libraries_the_lock_recorded_and_the_directory_dropped(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"stock.lua": STOCK_V2})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0  # keeps a copy of v1
+    write(d, {"stock.lua": None})
+    res = run("deploy", "--dir", str(d), "--url", url)  # without --prune: left, still locked
+    assert res.exit_code == 0 and code_of(shared, "stock") == STOCK_V2
+    assert "stock" in json.loads((d / "luapipe.lock.json").read_text())["libraries"]
+    res = run("deploy", "--prune", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    node = url.split("//")[1].split("/")[0]
+    assert f"{node}: deleted stock" in res.stdout.splitlines()
+    assert code_of(shared, "stock") is None and code_of(shared, keeper_name("stock")) is None
+    assert code_of(shared, "hello") == HELLO
+    assert json.loads((d / "luapipe.lock.json").read_text())["libraries"].keys() == {"hello"}
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert (res.exit_code, res.stdout.splitlines()[-1]) == (
+        0,
+        f"no drift: 0 scripts, 1 library, nodes {node}",
+    )
+
+
+def test_rollback_loads_the_kept_code_back_from_the_server_itself(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"stock.lua": STOCK_V2})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    runner = tmp_path / "fresh-ci-runner"  # nothing of the first runner but the files
+    shutil.copytree(d, runner)
+    (runner / "luapipe.lock.json").unlink()
+    node = url.split("//")[1].split("/")[0]
+    res = run("deploy", "--rollback", "--dir", str(runner), "--url", url)
+    assert res.exit_code == 0, res.output
+    v1, v2 = parse_library(STOCK_V1).sha[:12], parse_library(STOCK_V2).sha[:12]
+    assert res.stdout.splitlines() == [
+        f"{node}: kept the code stock had ({v2}) in library luapipe_rollback_stock_kept",
+        f"{node}: replaced stock {v2} -> {v1}",
+        f"{node}: no previous code of hello kept; left as it is",
+        f"rolled back stock (nodes {node})",
+    ]
+    assert code_of(shared, "stock") == STOCK_V1 and code_of(shared, "hello") == HELLO
+    assert not (runner / "luapipe.lock.json").exists()  # the lock is left as it is
+    res = run("deploy", "--rollback", "--dir", str(runner), "--url", url)  # undoes the first
+    assert res.exit_code == 0 and code_of(shared, "stock") == STOCK_V2
+
+
+def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"n.lua": "return 1\n"})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    before = (d / "luapipe.lock.json").read_text()
+    assert before == (
+        '{\n  "version": 1,\n  "scripts": {\n    "n": "'
+        + __import__("hashlib").sha1(b"return 1\n").hexdigest()
+        + '"\n  }\n}\n'
+    )
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    assert (d / "luapipe.lock.json").read_text() == before
+    write(d, {"hello.lua": HELLO})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1 and res.stdout.splitlines()[0] == (
+        "added: hello (library not in the lock file)"
+    )
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    assert json.loads((d / "luapipe.lock.json").read_text())["libraries"] == {
+        "hello": parse_library(HELLO).sha
+    }
+
+
+#: a library the sandbox (Redis 7.0.0) loads but a newer server refuses: the top level of
+#: the server's version reads a global that does not exist at load time
+NEWER_FAILS = (
+    "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
+    "if redis.REDIS_VERSION_NUM > 0x070000 then local _ = no_such_global end\n"
+)
+
+
+def test_a_deploy_refused_midway_puts_back_what_it_changed_and_says_so(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    lock = (d / "luapipe.lock.json").read_text()
+    write(d, {"stock.lua": STOCK_V2, "fussy.lua": NEWER_FAILS})
+    res = run("deploy", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"error: deploy failed on {node}: load fussy: ERR Error")
+    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert code_of(shared, "stock") == STOCK_V1  # replaced, then put back
+    assert code_of(shared, keeper_name("stock")) is None  # the copy it made is gone too
+    assert code_of(shared, "fussy") is None
+    assert (d / "luapipe.lock.json").read_text() == lock
+
+
+def _steps(driver: Driver, client: Any, steps: Any) -> Any:
+    if driver.name == "asyncio":
+        return driver.run(drivers.drive_async(steps, client))
+    return drivers.drive(steps, client)
+
+
+def test_the_deploy_steps_run_alike_through_the_sync_and_asyncio_drivers(
+    driver: Driver, shared: redis.Redis, redis_server: ServerProcess
+) -> None:
+    client = driver.redis(redis_server.port)
+    v1, v2 = parse_library(STOCK_V1), parse_library(STOCK_V2)
+    node = f"{redis_server.host}:{redis_server.port}"
+    drift, nodes = _steps(driver, client, check_libraries_steps([v1]))
+    assert ([str(x) for x in drift], nodes) == (
+        [f"missing: stock on {node} (library not loaded)"],
+        (node,),
+    )
+    done = _steps(driver, client, deploy_libraries_steps([v1]))
+    assert [str(c) for c in done.changes] == [f"{node}: loaded stock {v1.sha[:12]} (new)"]
+    done = _steps(driver, client, deploy_libraries_steps([v2]))
+    assert [c.library for c in done.changes] == ["luapipe_rollback_stock_kept", "stock"]
+    assert [w.kind for w in done.warnings] == ["signature", "signature"]
+    back = _steps(driver, client, rollback_libraries_steps([v2]))
+    assert [c.library for c in back.changes] == ["luapipe_rollback_stock_kept", "stock"]
+    assert code_of(shared, "stock") == STOCK_V1
+    with pytest.raises(ServerError, match="a function name is taken"):
+        _steps(
+            driver,
+            client,
+            deploy_libraries_steps([parse_library(OTHER.replace("other_team\n", "mine\n"))]),
+        )
+
+
+def test_the_rollback_copy_keeps_any_code_exactly() -> None:
+    for code in ("", "a]]b", "x]=]y]==]z", "#!lua name=t\nreturn [[\n]]\n", "é\r\n\t\x00"):
+        copy = keeper_source("lib", code)
+        assert kept_code(copy) == code
+        assert parse_library(copy).functions[0].flags == ("no-writes",)
+
+
+def test_only_the_library_of_exactly_that_name_is_ours(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    """FUNCTION LIST LIBRARYNAME is a pattern, and a case-insensitive one on Redis 7.0:
+    'stock' also lists another team's 'STOCK'."""
+    upper = "#!lua name=STOCK\nredis.register_function('upper_team_f', function() end)\n"
+    shared.function_load(upper)
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    node = url.split("//")[1].split("/")[0]
+    assert f"{node}: loaded stock {parse_library(STOCK_V1).sha[:12]} (new)" in res.stdout
+    assert code_of(shared, keeper_name("stock")) is None  # nothing of STOCK kept as ours
+    assert code_of(shared, "STOCK") == upper
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert run("deploy", "--rollback", "--dir", str(d), "--url", url).exit_code == 0
+    assert code_of(shared, "STOCK") == upper and code_of(shared, "stock") == STOCK_V1
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "breaks"),
+    [
+        ("-- @arg qty\n", "-- @arg qty\n-- @arg [note]\n", False),  # an optional arg more
+        ("-- @arg qty\n", "-- @arg amount\n", False),  # renamed: positional, same count
+        ("-- @arg qty\n", "-- @arg qty\n-- @arg order\n", True),  # one more required
+        ("-- @arg qty\n-- @arg [note]\n", "-- @arg qty\n", True),  # two args refused now
+        ("-- @arg ids...\n", "-- @arg ids\n-- @arg [more]\n", True),  # at most two now
+        ("-- @arg qty\n", "-- @arg [qty...]\n", False),  # takes anything
+    ],
+)
+def test_signature_drift_is_a_change_that_refuses_a_call_the_live_version_took(
+    r: redis.Redis, before: str, after: str, breaks: bool
+) -> None:
+    r.function_load(STOCK_V1.replace("-- @arg qty\n", before))
+    new = parse_library(STOCK_V1.replace("-- @arg qty\n", after))
+    drift, _ = drivers.drive(check_libraries_steps([new]), r)
+    assert [d.kind for d in drift] == ["differs", *(["signature"] if breaks else [])]
+
+
+def test_a_rollback_copy_is_never_named_like_a_generated_library() -> None:
+    """Generated function forms are ``luapipe_<op>_<10 hex>`` and collected by that
+    pattern; a date-versioned library must not get a copy that looks like one."""
+    generated = re.compile(r"^luapipe_[A-Za-z_][A-Za-z0-9_]*_[0-9a-f]{10}$")
+    for library in ("orders_2024010100", "stock", "a_0123456789", "x"):
+        assert not generated.match(keeper_name(library))
+        assert keeper_name(library).startswith("luapipe_rollback_")
+
+
+@pytest.mark.parametrize(
+    ("libraries", "says"),
+    [
+        ('{"stock": "ABC"}', ":4: library 'stock': 'ABC' is not a lower-case sha1"),
+        ('["stock"]', ':3: expected "libraries": {name: sha}'),
+    ],
+)
+def test_a_bad_libraries_section_of_the_lock_names_its_line(
+    tmp_path: Path, url: str, libraries: str, says: str
+) -> None:
+    d = write(tmp_path / "s", {"hello.lua": HELLO})
+    body = libraries.replace("{", "{\n    ").replace("[", "[\n    ")
+    text = '{\n  "version": 1, "scripts": {},\n  "libraries": ' + body + "\n}\n"
+    (d / "luapipe.lock.json").write_text(text)
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"error: {d / 'luapipe.lock.json'}{says}"), res.stderr
+
+
+def test_a_refused_first_load_still_puts_back_the_loads_the_server_went_on_with(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"fussy.lua": NEWER_FAILS, "hello.lua": HELLO})
+    res = run("deploy", "--dir", str(d), "--url", url)  # fussy (refused), then hello (loaded)
+    node = url.split("//")[1].split("/")[0]
+    assert res.exit_code == 1
+    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert code_of(shared, "hello") is None and code_of(shared, "fussy") is None

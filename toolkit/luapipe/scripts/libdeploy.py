@@ -1,0 +1,303 @@
+"""Deploy a directory's Function libraries, as I/O-free steps (sync and asyncio share them).
+
+:func:`deploy_libraries_steps` reads every node (:mod:`luapipe.scripts.libstate`), then on
+every primary loads a library only where its code differs from the file: ``FUNCTION
+LOAD`` where it is missing, ``FUNCTION LOAD REPLACE`` where it differs, after keeping the
+code it replaces in the node's rollback copy. All primaries go at once (one round trip
+each); if any refuses, every change already made is put back (the previous code reloaded,
+a new library deleted) and the error says where it failed and what was put back. Then
+``WAIT`` on each changed primary that has replicas, and a second read checks that every
+node, replicas included, has the file's code.
+
+Only libraries of the directory (and, for ``--prune``, those the lock recorded) are ever
+read or touched: servers are shared, other libraries are never drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from luapipe.errors import ConnectionFailed, LuapipeError, ServerError
+from luapipe.scripts.drift import Drift
+from luapipe.scripts.libdrift import library_drift
+from luapipe.scripts.library import FunctionLibrary, library_sha
+from luapipe.scripts.libstate import (
+    NodeState,
+    keeper_name,
+    keeper_source,
+    kept_code,
+    kept_library,
+    read_state_steps,
+)
+from luapipe.wire.replies import Command, ReplyError
+from luapipe.wire.routing import Send, SendEach, Steps
+
+__all__ = [
+    "WAIT_MS",
+    "Change",
+    "LibraryOutcome",
+    "check_libraries_steps",
+    "deploy_libraries_steps",
+    "rollback_libraries_steps",
+]
+
+#: how long a deploy waits for the replicas of a changed primary (``WAIT``)
+WAIT_MS = 5000
+_NOT_FOUND = "ERR Library not found"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One library on one node: its code ``before`` and ``after`` (None: absent)."""
+
+    node: str
+    library: str
+    before: str | None
+    after: str | None
+
+    def command(self) -> Command:
+        if self.after is None:
+            return Command(("FUNCTION", "DELETE", self.library))
+        if self.before is None:
+            return Command(("FUNCTION", "LOAD", self.after))
+        return Command(("FUNCTION", "LOAD", "REPLACE", self.after))
+
+    def undone(self) -> Change:
+        return Change(self.node, self.library, self.after, self.before)
+
+    @property
+    def kept(self) -> str | None:
+        """For a rollback copy: the library whose code it keeps."""
+        return kept_library(self.library)
+
+    def __str__(self) -> str:
+        if self.kept is not None:
+            if self.after is None:
+                return f"{self.node}: deleted {self.library} (the rollback copy of {self.kept})"
+            code = kept_code(self.after) or ""
+            return (
+                f"{self.node}: kept the code {self.kept} had ({library_sha(code)[:12]}) in "
+                f"library {self.library}"
+            )
+        if self.after is None:
+            return f"{self.node}: deleted {self.library}"
+        if self.before is None:
+            return f"{self.node}: loaded {self.library} {library_sha(self.after)[:12]} (new)"
+        old, new = library_sha(self.before)[:12], library_sha(self.after)[:12]
+        return f"{self.node}: replaced {self.library} {old} -> {new}"
+
+
+@dataclass(frozen=True)
+class LibraryOutcome:
+    """What a deploy (or rollback) of libraries did: the changes made, the primaries and
+    every node read, warnings (a function whose signature changed under its name), and
+    drift left afterwards (a replica that did not catch up)."""
+
+    changes: tuple[Change, ...]
+    nodes: tuple[str, ...]
+    warnings: tuple[Drift, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+# -- loading and putting back ---------------------------------------------------------
+def _order(changes: list[Change]) -> list[Change]:
+    """Deletes first, then rollback copies (kept before what they keep is replaced), then
+    replacements, then new libraries: a function that moves from one of our libraries to
+    another is free before it is taken."""
+
+    def rank(c: Change) -> int:
+        if c.after is None:
+            return 0
+        return 1 if c.kept is not None else 2 if c.before is not None else 3
+
+    return sorted(changes, key=rank)
+
+
+def _refused(changes: Sequence[Change], replies: Sequence[object]) -> tuple[int, str] | None:
+    for i, (change, reply) in enumerate(zip(changes, replies, strict=True)):
+        if isinstance(reply, ReplyError):
+            return i, f"{change.command().args[1].lower()} {change.library}: {reply.text}"
+    return None
+
+
+def apply_steps(plan: Mapping[str, list[Change]], what: str) -> Steps[list[Change]]:
+    """Every node's changes at once (one round trip each); if a node refuses one, put
+    back every node's changes and raise a :class:`ServerError` saying so."""
+    nodes = [n for n in plan if plan[n]]
+    if not nodes:
+        return []
+    answers = yield SendEach(tuple(Send([c.command() for c in plan[n]], n) for n in nodes))
+    failed: dict[str, str] = {}
+    changed: list[str] = []
+    for node, answer in zip(nodes, answers, strict=True):
+        if isinstance(answer, LuapipeError):
+            failed[node] = str(answer)
+            if not isinstance(answer, ConnectionFailed):  # it may have run: put it back too
+                changed.append(node)
+            continue
+        refused = _refused(plan[node], answer)
+        if refused is None:
+            changed.append(node)
+            continue
+        failed[node] = refused[1]
+        if any(not isinstance(reply, ReplyError) for reply in answer):
+            changed.append(node)  # the server went on past the refused one
+    if not failed:
+        return [c for n in nodes for c in plan[n]]
+    undo = {n: [c.undone() for c in reversed(plan[n])] for n in changed}
+    back = yield SendEach(tuple(Send([c.command() for c in undo[n]], n) for n in changed))
+    not_back: dict[str, str] = {}
+    for node, answer in zip(changed, back, strict=True):
+        if isinstance(answer, LuapipeError):
+            not_back[node] = str(answer)
+            continue
+        for change, reply in zip(undo[node], answer, strict=True):
+            if isinstance(reply, ReplyError) and not reply.text.startswith(_NOT_FOUND):
+                not_back[node] = f"{change.library}: {reply.text}"
+                break
+    where = "; ".join(f"on {n}: {why}" for n, why in failed.items())
+    message = f"{what} failed {where}"
+    put_back = [n for n in changed if n not in not_back]
+    if put_back:
+        message += f"; put back the libraries it had changed on {', '.join(put_back)}"
+    elif not not_back:
+        message += "; nothing had been changed"
+    for node, why in not_back.items():
+        message += f"; could NOT put back {node} ({why}): check it with deploy --check"
+    raise ServerError(message)
+
+
+def _wait_steps(
+    plan: Mapping[str, list[Change]], states: Sequence[NodeState]
+) -> Steps[list[Drift]]:
+    """``WAIT`` for the replicas of every changed primary (on the connection that wrote)."""
+    counts = {s.node: s.replicas for s in states if s.replicas and plan.get(s.node)}
+    if not counts:
+        return []
+    nodes = list(counts)
+    sends = tuple(Send([Command(("WAIT", counts[n], WAIT_MS))], n) for n in nodes)
+    answers = yield SendEach(sends)
+    out = []
+    for node, answer in zip(nodes, answers, strict=True):
+        acked = answer[0] if isinstance(answer, list) else None
+        if not isinstance(acked, int) or acked < counts[node]:
+            shown = acked if isinstance(acked, int) else answer
+            detail = f"{shown} of {counts[node]} replicas confirmed within {WAIT_MS} ms"
+            out.append(Drift("unconfirmed", "replicas", node, detail))
+    return out
+
+
+def _names(libraries: Sequence[FunctionLibrary], extra: Iterable[str] = ()) -> list[str]:
+    return list(dict.fromkeys([*(lib.name for lib in libraries), *extra]))
+
+
+def _conflicts(
+    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], prune: Sequence[str]
+) -> list[Drift]:
+    """Functions of ours another library owns on a primary, that this deploy would not
+    free first (by replacing or pruning that library: then it is one of ours)."""
+    ours = {lib.name: lib for lib in libraries}
+    out = []
+    for state in states:
+        if not state.primary:
+            continue
+        for lib in libraries:
+            for f in lib.functions:
+                owner = state.owners.get(f.name)
+                if owner is None or owner == lib.name or owner in prune:
+                    continue
+                if owner in ours and ours[owner].function(f.name) is None:
+                    continue  # it moves between two of our libraries
+                detail = f"function of library {lib.name!r} is registered by library {owner!r}"
+                out.append(Drift("taken", f.name, state.node, detail))
+    return out
+
+
+def deploy_libraries_steps(
+    libraries: Sequence[FunctionLibrary], *, prune: Sequence[str] = ()
+) -> Steps[LibraryOutcome]:
+    """Load every library where a primary lacks its code (and delete the ``prune`` ones),
+    keeping each replaced code in the node's rollback copy; then confirm every node."""
+    names = _names(libraries, prune)
+    states = yield from read_state_steps(names)
+    conflicts = _conflicts(libraries, states, prune)
+    if conflicts:
+        listed = "; ".join(str(d) for d in conflicts)
+        raise ServerError(f"nothing deployed: a function name is taken: {listed}")
+    warnings = [d for d in library_drift(libraries, states) if d.kind == "signature"]
+    plan: dict[str, list[Change]] = {}
+    for state in states:
+        if state.primary:
+            plan[state.node] = _order(_node_plan(libraries, state, prune))
+    done = yield from apply_steps(plan, "deploy")
+    drift = yield from _wait_steps(plan, states)
+    if done:
+        after = yield from read_state_steps(names)
+        drift += [d for d in library_drift(libraries, after) if d.kind in ("missing", "differs")]
+    nodes = tuple(s.node for s in states)
+    return LibraryOutcome(tuple(done), nodes, tuple(warnings), tuple(drift))
+
+
+def _node_plan(
+    libraries: Sequence[FunctionLibrary], state: NodeState, prune: Sequence[str]
+) -> list[Change]:
+    changes = []
+    for lib in libraries:
+        live = state.libraries.get(lib.name)
+        if live is None:
+            changes.append(Change(state.node, lib.name, None, lib.source))
+        elif live.code != lib.source:
+            keeper = keeper_name(lib.name)
+            kept = state.libraries.get(keeper)
+            before = kept.code if kept else None
+            changes.append(Change(state.node, keeper, before, keeper_source(lib.name, live.code)))
+            changes.append(Change(state.node, lib.name, live.code, lib.source))
+    for name in prune:
+        for gone in (name, keeper_name(name)):
+            live = state.libraries.get(gone)
+            if live is not None:
+                changes.append(Change(state.node, gone, live.code, None))
+    return changes
+
+
+def check_libraries_steps(
+    libraries: Sequence[FunctionLibrary], stale: Sequence[str] = ()
+) -> Steps[tuple[list[Drift], tuple[str, ...]]]:
+    """Every node's drift for ``libraries`` (and the ``stale`` names the lock recorded);
+    nothing is changed."""
+    states = yield from read_state_steps(_names(libraries, stale))
+    return library_drift(libraries, states, stale), tuple(s.node for s in states)
+
+
+def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[LibraryOutcome]:
+    """On every primary, load back the code each library had before the last deploy that
+    replaced it (its rollback copy), keeping the current code as the copy in turn (so a
+    second rollback undoes the first). Only ``libraries`` are touched."""
+    states = yield from read_state_steps(_names(libraries))
+    plan: dict[str, list[Change]] = {}
+    notes = []
+    for state in states:
+        if not state.primary:
+            continue
+        changes = []
+        for lib in libraries:
+            kept = state.libraries.get(keeper_name(lib.name))
+            old = kept_code(kept.code) if kept is not None else None
+            if kept is None or old is None:
+                notes.append(f"{state.node}: no previous code of {lib.name} kept; left as it is")
+                continue
+            live = state.libraries.get(lib.name)
+            now = live.code if live is not None else None
+            if now == old:
+                notes.append(f"{state.node}: {lib.name} already runs the kept code")
+                continue
+            swap = keeper_source(lib.name, now) if now is not None else None
+            changes.append(Change(state.node, kept.name, kept.code, swap))
+            changes.append(Change(state.node, lib.name, now, old))
+        plan[state.node] = _order(changes)
+    done = yield from apply_steps(plan, "rollback")
+    drift = yield from _wait_steps(plan, states)
+    nodes = tuple(s.node for s in states)
+    return LibraryOutcome(tuple(done), nodes, (), tuple(drift), tuple(notes))

@@ -1,0 +1,100 @@
+"""What differs between a directory's Function libraries and what each node holds.
+
+Per node: a library ``missing``, code that ``differs`` from the file, a function of ours
+that another library owns (``taken``: function names are global), a library the lock
+recorded and the directory dropped (``stale``), and a ``signature`` change: a function that
+keeps its name but refuses a call its live version took (more required keys or args, fewer
+allowed, a lost ``no-writes``/``allow-oom``/``allow-stale``/``allow-cross-slot-keys``, a gained
+``no-cluster``), or that is gone. Keys and args of the live version are read from its own
+``@function`` blocks (its code is on the node); names do not matter, counts do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from luapipe.errors import ScriptError
+from luapipe.scripts.drift import Drift
+from luapipe.scripts.header import Param, Signature
+from luapipe.scripts.libparse import parse_library
+from luapipe.scripts.library import FunctionLibrary
+from luapipe.scripts.libstate import LiveLibrary, NodeState
+
+__all__ = ["library_drift"]
+
+
+#: flags whose removal refuses calls that worked (FCALL_RO, under OOM, on a stale replica,
+#: across slots), and the flag whose addition does (no calls on a cluster)
+_NEEDED_FLAGS = frozenset({"no-writes", "allow-oom", "allow-stale", "allow-cross-slot-keys"})
+_REFUSING_FLAGS = frozenset({"no-cluster"})
+
+
+def _narrower(before: tuple[Param, ...], after: tuple[Param, ...]) -> bool:
+    """Whether some count of keys (or args) the old declaration accepted is refused now
+    (names do not matter: keys and args are positional)."""
+    old, new = Signature(before), Signature(after)
+    if new.minimum > old.minimum:
+        return True
+    return new.maximum is not None and (old.maximum is None or new.maximum < old.maximum)
+
+
+def _signature_drift(lib: FunctionLibrary, live: LiveLibrary, node: str) -> list[Drift]:
+    """A function that keeps its name but changes its keys, args or flags so that a call
+    the live version takes is refused now (or that disappears): its callers would break."""
+    try:
+        old: FunctionLibrary | None = parse_library(live.code, path=f"{node}:{lib.name}")
+    except ScriptError:
+        old = None
+    out = []
+    advice = "callers of the live version would break; give the new version a new name"
+    for f in lib.functions:
+        live_flags = live.flags(f.name)
+        if live_flags is None:
+            continue  # a new function: nobody calls it yet
+        changed = []
+        lost = (set(live_flags) - set(f.flags)) & _NEEDED_FLAGS
+        gained = (set(f.flags) - set(live_flags)) & _REFUSING_FLAGS
+        if lost or gained:
+            changed.append(f"flags [{', '.join(live_flags)}] -> [{', '.join(f.flags)}]")
+        was = old.function(f.name) if old is not None else None
+        if was is not None:
+            for kind, before, after in (("keys", was.keys, f.keys), ("args", was.args, f.args)):
+                if before is not None and after is not None and _narrower(before, after):
+                    shown = [", ".join(p.display for p in ps) for ps in (before, after)]
+                    changed.append(f"{kind} ({shown[0]}) -> ({shown[1]})")
+        if changed:
+            out.append(Drift("signature", f.name, node, f"{'; '.join(changed)}: {advice}"))
+    for name, _ in live.functions:
+        if lib.function(name) is None:
+            detail = f"function of {lib.name!r} is gone from the file: {advice}"
+            out.append(Drift("signature", name, node, detail))
+    return out
+
+
+def library_drift(
+    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], stale: Iterable[str] = ()
+) -> list[Drift]:
+    """Per node: a library missing, code that differs from the file (and functions whose
+    signature changed), a function of ours another library owns, and a library the lock
+    recorded that the directory no longer has (``stale``) still loaded."""
+    out: list[Drift] = []
+    stale = list(stale)
+    for state in states:
+        for lib in libraries:
+            live = state.libraries.get(lib.name)
+            if live is None:
+                out.append(Drift("missing", lib.name, state.node, "library not loaded"))
+            elif live.code != lib.source:
+                detail = f"library code {live.sha[:12]} there, {lib.sha[:12]} in the file"
+                out.append(Drift("differs", lib.name, state.node, detail))
+                out.extend(_signature_drift(lib, live, state.node))
+            for f in lib.functions:
+                owner = state.owners.get(f.name)
+                if owner is not None and owner != lib.name:
+                    detail = f"function of library {lib.name!r} is registered by library {owner!r}"
+                    out.append(Drift("taken", f.name, state.node, detail))
+        for name in stale:
+            if name in state.libraries:
+                detail = "in the lock, no longer in the directory: deploy --prune deletes it"
+                out.append(Drift("stale", name, state.node, detail))
+    return out
