@@ -75,6 +75,14 @@ def test_the_unknown_command_refusal_names_the_verb_that_was_sent() -> None:
     assert not refused("ERR unknown command 'foo', with args beginning with: ", "EVAL")
 
 
+def test_function_not_found_is_a_refusal_only_for_fcall() -> None:
+    assert refused("ERR Function not found", "FCALL") and refused(
+        "ERR Function not found", "fcall_ro"
+    )
+    assert not refused("ERR Function not found") and not refused("ERR Function not found", "EVAL")
+    assert not refused("ERR Function not found here")
+
+
 def test_noscript_is_a_refusal_only_for_evalsha() -> None:
     """EVAL is never answered NOSCRIPT by the server: there it is the script's own reply."""
     for text in ("NOSCRIPT No matching script. Please use EVAL.", "NOSCRIPT No matching script."):
@@ -144,7 +152,11 @@ def test_refusals_keep_their_class_on_every_engine(case: str, cls: type) -> None
             assert isinstance(script_error(_script(case), texts[case]), cls), engine
 
 
-FUNCTION_CASES = [(e, c) for e, c in ALL if CASES[c].verb.startswith("FCALL")]
+#: "Function not found" is read before function_result, from the first FCALL's reply; once
+#: the library was loaded and the call sent again, it is the function's own reply
+FUNCTION_CASES = [
+    (e, c) for e, c in ALL if CASES[c].verb.startswith("FCALL") and c != "function_not_found"
+]
 CAPLIB = FunctionLibrary.of(
     "caplib",
     LIBRARY,

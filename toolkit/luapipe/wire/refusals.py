@@ -17,7 +17,9 @@ feeds each one through :func:`refused`):
    LOADING, MASTERDOWN, MISCONF, NOREPLICAS, MOVED, ASK, TRYAGAIN, CLUSTERDOWN, NOAUTH,
    WRONGPASS.
 3. A few refusals carry a plain ``ERR``; they are matched on text every engine shares:
-   the exact ``ERR Function not found``; ``ERR Number of keys can't be ...`` (greater than
+   the exact ``ERR Function not found`` (to FCALL only: after luapipe loaded the library
+   and sent the call again, that text is the function's own reply, as NOSCRIPT is after
+   EVAL); ``ERR Number of keys can't be ...`` (greater than
    the number of args, or negative); the exact ``ERR Can not execute a script with write
    flag using *_ro command.``; ``ERR unknown command '<verb>'`` naming the verb luapipe sent
    (a server without ``EVALSHA_RO``, a renamed ``FCALL``), never another command (fakeredis
@@ -75,9 +77,8 @@ CALL_VERBS = frozenset(
 )
 _EVALSHA = frozenset(("EVALSHA", "EVALSHA_RO"))
 
-_ERR_EXACT = frozenset(
-    (FUNCTION_NOT_FOUND, "ERR Can not execute a script with write flag using *_ro command.")
-)
+_FCALL = frozenset(("FCALL", "FCALL_RO"))
+_ERR_EXACT = frozenset(("ERR Can not execute a script with write flag using *_ro command.",))
 _ERR_PREFIXES = (
     "ERR Number of keys can't be ",
     "ERR Protocol error",
@@ -104,10 +105,14 @@ def refused(text: str, sent: str | None = None) -> bool:
     """Whether the error reply ``text`` (code included) proves the script or function was
     not run, through no fault of its own (see the module docstring).
 
-    ``sent`` is the verb of the command that got the reply (``EVALSHA_RO``, ``FCALL``...);
-    without it the reply is read as any script or function call's except ``EVALSHA``'s:
-    an unknown-command error then counts only for one of :data:`CALL_VERBS`, and NOSCRIPT
-    is the script's own."""
+    ``sent`` is the verb of the command that got the reply (``EVALSHA_RO``, ``FCALL``...).
+    NOSCRIPT is a refusal only for ``EVALSHA``/``EVALSHA_RO`` and the exact ``ERR Function
+    not found`` only for ``FCALL``/``FCALL_RO``: luapipe reads those two first, from the
+    first send (:attr:`~luapipe.wire.replies.ReplyError.is_noscript`,
+    ``is_function_not_found``); once it has re-sent (EVAL, or FCALL after loading the
+    library) the same text can only be the callee's own reply. Without ``sent`` (the reply
+    of a call that was already read for those two) both are the callee's own, and an
+    unknown-command error counts only when it names one of :data:`CALL_VERBS`."""
     if lua_error(text):
         return False
     code = text.split(" ", 1)[0]
@@ -116,6 +121,8 @@ def refused(text: str, sent: str | None = None) -> bool:
         return verb in _EVALSHA and text.startswith(NOSCRIPT_TEXT)
     if code in REFUSAL_CODES:
         return True
+    if text == FUNCTION_NOT_FOUND:
+        return verb in _FCALL
     if text in _ERR_EXACT or text.startswith(_ERR_PREFIXES):
         return True
     unknown = _UNKNOWN.match(text)
