@@ -70,12 +70,14 @@ generate: venv
 ## ENGINES_SRC listed in its SHA256SUMS (checked) once, with TLS, into ENGINES_CACHE (outside
 ## the tree; a changed tarball is a new directory). `make test-engines` runs the guarantee
 ## tests (`pytest -m engines`, selected in tests/engine_matrix.py) on Debian's redis-server and
-## on each built engine, and prints a table. ENGINES_ONLY=valkey-8.0.1 picks engines (names
-## as the table shows them: default, redis-7.2.6, ...); ENGINES_PYTEST='tests/x.py -k y'
-## replaces `-m engines` (e.g. ENGINES_PYTEST=tests for the whole suite on each engine).
+## on each built engine, and prints a table. ENGINES_ONLY=valkey-8.0.1 picks engines and
+## ENGINES_SKIP=default leaves some out (names as the table shows them: default,
+## redis-7.2.6, ...); ENGINES_PYTEST='tests/x.py -k y' replaces `-m engines` (e.g.
+## ENGINES_PYTEST=tests for the whole suite on each engine).
 ENGINES_SRC   ?= $(abspath ../shared/engines)
 ENGINES_CACHE ?= $(HOME)/.cache/luapipe/engines
 ENGINES_ONLY  ?=
+ENGINES_SKIP  ?=
 ENGINES_PYTEST ?=
 ENGINES_TOOL = .ci/engines.py --src "$(ENGINES_SRC)" --cache "$(ENGINES_CACHE)"
 
@@ -99,6 +101,7 @@ engines: engine-deps
 
 test-engines: deps venv engines
 	$(BIN)/python $(ENGINES_TOOL) test $(foreach e,$(ENGINES_ONLY),--only $(e)) \
+	  $(foreach e,$(ENGINES_SKIP),--skip $(e)) \
 	  $(if $(ENGINES_PYTEST),-- $(ENGINES_PYTEST))
 
 clean:

@@ -3,7 +3,7 @@
 
     engines.py build --src DIR --cache DIR      verify SHA256SUMS, build each tarball once
     engines.py list  --src DIR --cache DIR      the engines a matrix run would use
-    engines.py test  --src DIR --cache DIR [--only NAME] [-- PYTEST ARGS]
+    engines.py test  --src DIR --cache DIR [--only NAME] [--skip NAME] [-- PYTEST ARGS]
 
 An engine is Debian's redis-server (the default one, on PATH) or a source tarball of
 ``--src`` listed in its ``SHA256SUMS`` (``redis-7.2.6.tar.gz``, ``valkey-8.0.1.tar.gz``).
@@ -263,18 +263,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cache", type=Path, required=True, help="where built engines are kept")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", action="append", default=[], help="engine name (repeatable)")
+    p.add_argument("--skip", action="append", default=[], help="engine name (repeatable)")
     opts = p.parse_args(argv)
     try:
         if opts.command == "build":
             build(opts.src.resolve(), opts.cache, opts.jobs)
             return 0
         engines = available(opts.src.resolve(), opts.cache)
-        if opts.only:
-            unknown = set(opts.only) - {e.name for e in engines}
-            if unknown:
-                known = ", ".join(e.name for e in engines)
-                raise Problem(f"unknown engine {sorted(unknown)[0]!r}; known: {known}")
-            engines = [e for e in engines if e.name in opts.only]
+        unknown = {*opts.only, *opts.skip} - {e.name for e in engines}
+        if unknown:
+            known = ", ".join(e.name for e in engines)
+            raise Problem(f"unknown engine {sorted(unknown)[0]!r}; known: {known}")
+        engines = [
+            e for e in engines if (not opts.only or e.name in opts.only) and e.name not in opts.skip
+        ]
         if opts.command == "list":
             for e in engines:
                 print(f"{e.name}\t{version(e)}\t{e.server}")

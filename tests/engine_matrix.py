@@ -65,6 +65,7 @@ EVERY_ENGINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tests/scripts/test_function*.py",
             "tests/scripts/test_librar*.py",
             "tests/scripts/test_fcall*.py",
+            "tests/scripts/test_real_libraries.py",
         ),
     ),
     ("bench smoke test", ("tests/bench/test_bench.py::test_bench_command_end_to_end",)),
