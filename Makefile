@@ -66,9 +66,9 @@ generate: venv
 	$(BIN)/luapipe generate examples/operations/*.toml --out scripts_lua \
 	  --py-out examples/operations/generated
 
-## The engine matrix (README "Servers tested"). `make engines` builds every source tarball of
-## ENGINES_SRC listed in its SHA256SUMS (checked) once, with TLS, into ENGINES_CACHE (outside
-## the tree; a changed tarball is a new directory). `make test-engines` runs the guarantee
+## The engine matrix (README "Servers tested"). `make engines` builds the server and redis-cli
+## of every source tarball of ENGINES_SRC listed in its SHA256SUMS (checked) once, with TLS,
+## into ENGINES_CACHE (outside the tree; a changed tarball is a new directory). `make test-engines` runs the guarantee
 ## tests (`pytest -m engines`, selected in tests/engine_matrix.py) on Debian's redis-server and
 ## on each built engine, and prints a table. ENGINES_ONLY=valkey-8.0.1 picks engines and
 ## ENGINES_SKIP=default leaves some out (names as the table shows them: default,
