@@ -7,78 +7,21 @@
 -- @arg n (int) how many entries
 -- @arg prefix (str) detail key = prefix .. id
 -- @return ids, details
-local function _err(code, msg) return error(code .. ' ' .. msg) end
-local function _ck(x)
-  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end
-  return x + 0
-end
-local function _fk(x)
-  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end
-  return x
-end
-local function _div(a, b)
-  if b == 0 then _err('DIVZERO', 'division by zero') end
-  return _fk(a / b)
-end
-local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
-local function _neg(x) return -x end
-local function _fmt(x) return string.format('%.17g', x) end
-local function _pint(s)
-  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end
-  return _ck(tonumber(s))
-end
-local function _pflt(s)
-  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end
-  return _fk(tonumber(s))
-end
-local function _rint(s)
-  if s == nil then return nil end
-  local v = _pint(s)
-  if v == nil then _err('NOTINT', 'a value read is not an integer') end
-  return v
-end
-local function _rflt(s)
-  if s == nil then return nil end
-  local v = _pflt(s)
-  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end
-  return v
-end
-local function _nil(v) if v == false then return nil end return v end
-local function _num(s) if s == nil then return nil end return tonumber(s) end
-local function _co(a, d) if a == nil then return d end return a end
-local function _if(c, a, b) if c then return a() end return b() end
-local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end
-local function _filter(xs, f)
-  local out = {}
-  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end
-  return out
-end
-local function _sum(xs, int)
-  local total = 0
-  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end
-  return total
-end
-local function _contains(xs, v)
-  for i = 1, #xs do if xs[i] == v then return true end end
-  return false
-end
-local function _wopt(v, f) if v == nil then return false end return f(v) end
-local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end
-local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end
-local function _run(cmds, ret)
-  local first = nil
-  for i = 1, #cmds do
-    local reply = redis.pcall(unpack(cmds[i]))
-    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end
-  end
-  if first ~= nil then return first end
-  return ret
-end
 
 local v_feed = KEYS[1]
-local v_n = _arg(_pint(ARGV[1]), 'n')
-local v_prefix = _arg(ARGV[2], 'prefix')
-local v_ids = redis.call('ZREVRANGE', v_feed, string.format('%d', (0)), string.format('%d', _ck(v_n - (1))))
-local v_details = _map(v_ids, function(v_it) return _co(_nil(redis.call('GET', (v_prefix .. v_it))), "") end)
-local _w = {}
-return _run(_w, {v_ids, v_details})
+local v_n = ARGV[1]
+if v_n == nil or not (v_n == '0' or string.match(v_n, '^%-?[1-9]%d*$')) then error('ERR argument n is not valid') end
+v_n = tonumber(v_n)
+if v_n >= 9007199254740992 or v_n <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local v_prefix = ARGV[2]
+if v_prefix == nil then error('ERR argument prefix is not valid') end
+local _t1 = v_n - (1)
+if _t1 >= 9007199254740992 or _t1 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local v_ids = redis.call('ZREVRANGE', v_feed, "0", string.format('%d', _t1))
+local v_details = {}
+for i = 1, #v_ids do
+  local v_it = v_ids[i]
+  local _s = redis.call('GET', (v_prefix .. v_it)) or ""
+  v_details[i] = _s
+end
+return {v_ids, v_details}

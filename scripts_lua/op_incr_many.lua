@@ -3,77 +3,17 @@
 -- @key counters... the counters (one or more)
 -- @arg by (int) amount to add to each counter
 -- @return len(counters)
-local function _err(code, msg) return error(code .. ' ' .. msg) end
-local function _ck(x)
-  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end
-  return x + 0
-end
-local function _fk(x)
-  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end
-  return x
-end
-local function _div(a, b)
-  if b == 0 then _err('DIVZERO', 'division by zero') end
-  return _fk(a / b)
-end
-local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
-local function _neg(x) return -x end
-local function _fmt(x) return string.format('%.17g', x) end
-local function _pint(s)
-  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end
-  return _ck(tonumber(s))
-end
-local function _pflt(s)
-  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end
-  return _fk(tonumber(s))
-end
-local function _rint(s)
-  if s == nil then return nil end
-  local v = _pint(s)
-  if v == nil then _err('NOTINT', 'a value read is not an integer') end
-  return v
-end
-local function _rflt(s)
-  if s == nil then return nil end
-  local v = _pflt(s)
-  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end
-  return v
-end
-local function _nil(v) if v == false then return nil end return v end
-local function _num(s) if s == nil then return nil end return tonumber(s) end
-local function _co(a, d) if a == nil then return d end return a end
-local function _if(c, a, b) if c then return a() end return b() end
-local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end
-local function _filter(xs, f)
-  local out = {}
-  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end
-  return out
-end
-local function _sum(xs, int)
-  local total = 0
-  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end
-  return total
-end
-local function _contains(xs, v)
-  for i = 1, #xs do if xs[i] == v then return true end end
-  return false
-end
-local function _wopt(v, f) if v == nil then return false end return f(v) end
-local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end
-local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end
-local function _run(cmds, ret)
-  local first = nil
-  for i = 1, #cmds do
-    local reply = redis.pcall(unpack(cmds[i]))
-    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end
-  end
-  if first ~= nil then return first end
-  return ret
-end
 
-local v_counters = {}
-for i = 1, #KEYS do v_counters[#v_counters + 1] = KEYS[i] end
-local v_by = _arg(_pint(ARGV[1]), 'by')
-local _w = {}
-for _, v_it in ipairs(v_counters) do _w[#_w + 1] = {'INCRBY', v_it, string.format('%d', v_by)} end
-return _run(_w, (#v_counters))
+local v_counters = KEYS
+local v_by = ARGV[1]
+if v_by == nil or not (v_by == '0' or string.match(v_by, '^%-?[1-9]%d*$')) then error('ERR argument by is not valid') end
+v_by = tonumber(v_by)
+if v_by >= 9007199254740992 or v_by <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local _e, _r
+for i = 1, #v_counters do
+  local v_it = v_counters[i]
+  _r = redis.pcall('INCRBY', v_it, ARGV[1])
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+end
+if _e then return redis.error_reply(_e) end
+return (#v_counters)

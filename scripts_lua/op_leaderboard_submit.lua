@@ -4,81 +4,27 @@
 -- @arg player (str) the player
 -- @arg score (float) this game's score
 -- @return if(improved, 1, 0), top, above
-local function _err(code, msg) return error(code .. ' ' .. msg) end
-local function _ck(x)
-  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end
-  return x + 0
-end
-local function _fk(x)
-  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end
-  return x
-end
-local function _div(a, b)
-  if b == 0 then _err('DIVZERO', 'division by zero') end
-  return _fk(a / b)
-end
-local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
-local function _neg(x) return -x end
-local function _fmt(x) return string.format('%.17g', x) end
-local function _pint(s)
-  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end
-  return _ck(tonumber(s))
-end
-local function _pflt(s)
-  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end
-  return _fk(tonumber(s))
-end
-local function _rint(s)
-  if s == nil then return nil end
-  local v = _pint(s)
-  if v == nil then _err('NOTINT', 'a value read is not an integer') end
-  return v
-end
-local function _rflt(s)
-  if s == nil then return nil end
-  local v = _pflt(s)
-  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end
-  return v
-end
-local function _nil(v) if v == false then return nil end return v end
-local function _num(s) if s == nil then return nil end return tonumber(s) end
 local function _co(a, d) if a == nil then return d end return a end
-local function _if(c, a, b) if c then return a() end return b() end
-local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end
-local function _filter(xs, f)
-  local out = {}
-  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end
-  return out
-end
-local function _sum(xs, int)
-  local total = 0
-  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end
-  return total
-end
-local function _contains(xs, v)
-  for i = 1, #xs do if xs[i] == v then return true end end
-  return false
-end
-local function _wopt(v, f) if v == nil then return false end return f(v) end
-local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end
-local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end
-local function _run(cmds, ret)
-  local first = nil
-  for i = 1, #cmds do
-    local reply = redis.pcall(unpack(cmds[i]))
-    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end
-  end
-  if first ~= nil then return first end
-  return ret
-end
 
 local v_board = KEYS[1]
-local v_player = _arg(ARGV[1], 'player')
-local v_score = _arg(_num(ARGV[2]), 'score')
-local v_best = _num(_nil(redis.call('ZSCORE', v_board, v_player)))
-local v_above = redis.call('ZCOUNT', v_board, ("(" .. _fmt(math.max(v_score, _co(v_best, v_score)))), "+inf")
+local v_player = ARGV[1]
+if v_player == nil then error('ERR argument player is not valid') end
+local v_score = ARGV[2]
+if v_score ~= nil then v_score = tonumber(v_score) end
+if v_score == nil then error('ERR argument score is not valid') end
+local v_best = redis.call('ZSCORE', v_board, v_player)
+if v_best then
+  v_best = tonumber(v_best)
+else
+  v_best = nil
+end
+local v_above = redis.call('ZCOUNT', v_board, ("(" .. string.format('%.17g', math.max(v_score, _co(v_best, v_score)))), "+inf")
 local v_improved = ((v_best == nil) or (v_score > _co(v_best, (0.0))))
 local v_top = (v_improved and v_score or _co(v_best, v_score))
-local _w = {}
-if v_improved then _w[#_w + 1] = {'ZADD', v_board, _fmt(v_score), v_player} end
-return _run(_w, {(v_improved and (1) or (0)), _fmt(v_top), v_above})
+local _e, _r
+if v_improved then
+  _r = redis.pcall('ZADD', v_board, string.format('%.17g', v_score), v_player)
+  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
+end
+if _e then return redis.error_reply(_e) end
+return {(v_improved and (1) or (0)), string.format('%.17g', v_top), v_above}

@@ -6,83 +6,39 @@
 -- @arg limit (int) hits allowed per window
 -- @arg request (str) unique id of this request
 -- @return if(allowed, 1, 0), count + if(allowed, 1, 0)
-local function _err(code, msg) return error(code .. ' ' .. msg) end
-local function _ck(x)
-  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end
-  return x + 0
-end
-local function _fk(x)
-  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end
-  return x
-end
-local function _div(a, b)
-  if b == 0 then _err('DIVZERO', 'division by zero') end
-  return _fk(a / b)
-end
-local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
-local function _neg(x) return -x end
-local function _fmt(x) return string.format('%.17g', x) end
-local function _pint(s)
-  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end
-  return _ck(tonumber(s))
-end
-local function _pflt(s)
-  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end
-  return _fk(tonumber(s))
-end
-local function _rint(s)
-  if s == nil then return nil end
-  local v = _pint(s)
-  if v == nil then _err('NOTINT', 'a value read is not an integer') end
-  return v
-end
-local function _rflt(s)
-  if s == nil then return nil end
-  local v = _pflt(s)
-  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end
-  return v
-end
-local function _nil(v) if v == false then return nil end return v end
-local function _num(s) if s == nil then return nil end return tonumber(s) end
-local function _co(a, d) if a == nil then return d end return a end
-local function _if(c, a, b) if c then return a() end return b() end
-local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end
-local function _filter(xs, f)
-  local out = {}
-  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end
-  return out
-end
-local function _sum(xs, int)
-  local total = 0
-  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end
-  return total
-end
-local function _contains(xs, v)
-  for i = 1, #xs do if xs[i] == v then return true end end
-  return false
-end
-local function _wopt(v, f) if v == nil then return false end return f(v) end
-local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end
-local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end
-local function _run(cmds, ret)
-  local first = nil
-  for i = 1, #cmds do
-    local reply = redis.pcall(unpack(cmds[i]))
-    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end
-  end
-  if first ~= nil then return first end
-  return ret
-end
 
 local v_window = KEYS[1]
-local v_now = _arg(_pint(ARGV[1]), 'now')
-local v_width = _arg(_pint(ARGV[2]), 'width')
-local v_limit = _arg(_pint(ARGV[3]), 'limit')
-local v_request = _arg(ARGV[4], 'request')
-local v_count = redis.call('ZCOUNT', v_window, ("(" .. string.format('%d', _ck(v_now - v_width))), "+inf")
+local v_now = ARGV[1]
+if v_now == nil or not (v_now == '0' or string.match(v_now, '^%-?[1-9]%d*$')) then error('ERR argument now is not valid') end
+v_now = tonumber(v_now)
+if v_now >= 9007199254740992 or v_now <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local v_width = ARGV[2]
+if v_width == nil or not (v_width == '0' or string.match(v_width, '^%-?[1-9]%d*$')) then error('ERR argument width is not valid') end
+v_width = tonumber(v_width)
+if v_width >= 9007199254740992 or v_width <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local v_limit = ARGV[3]
+if v_limit == nil or not (v_limit == '0' or string.match(v_limit, '^%-?[1-9]%d*$')) then error('ERR argument limit is not valid') end
+v_limit = tonumber(v_limit)
+if v_limit >= 9007199254740992 or v_limit <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local v_request = ARGV[4]
+if v_request == nil then error('ERR argument request is not valid') end
+local _t1 = v_now - v_width
+if _t1 >= 9007199254740992 or _t1 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local v_count = redis.call('ZCOUNT', v_window, ("(" .. string.format('%d', _t1)), "+inf")
 local v_allowed = (v_count < v_limit)
-local _w = {}
-_w[#_w + 1] = {'ZREMRANGEBYSCORE', v_window, "-inf", string.format('%d', _ck(v_now - v_width))}
-if v_allowed then _w[#_w + 1] = {'ZADD', v_window, string.format('%d', v_now), v_request} end
-if v_allowed then _w[#_w + 1] = {'PEXPIRE', v_window, string.format('%d', v_width)} end
-return _run(_w, {(v_allowed and (1) or (0)), _ck(v_count + (v_allowed and (1) or (0)))})
+local _ret2
+_ret2 = v_count + (v_allowed and (1) or (0))
+if _ret2 >= 9007199254740992 or _ret2 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local _e, _r
+_r = redis.pcall('ZREMRANGEBYSCORE', v_window, "-inf", string.format('%d', _t1))
+if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
+if v_allowed then
+  _r = redis.pcall('ZADD', v_window, ARGV[1], v_request)
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+end
+if v_allowed then
+  _r = redis.pcall('PEXPIRE', v_window, ARGV[2])
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+end
+if _e then return redis.error_reply(_e) end
+return {(v_allowed and (1) or (0)), _ret2}

@@ -9,86 +9,37 @@
 -- @arg item (str) the item viewed, '' for none
 -- @arg now (int) the time (seconds), passed in so every form agrees
 -- @return len(item) > 0
-local function _err(code, msg) return error(code .. ' ' .. msg) end
-local function _ck(x)
-  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end
-  return x + 0
-end
-local function _fk(x)
-  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end
-  return x
-end
-local function _div(a, b)
-  if b == 0 then _err('DIVZERO', 'division by zero') end
-  return _fk(a / b)
-end
-local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end
-local function _neg(x) return -x end
-local function _fmt(x) return string.format('%.17g', x) end
-local function _pint(s)
-  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end
-  return _ck(tonumber(s))
-end
-local function _pflt(s)
-  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end
-  return _fk(tonumber(s))
-end
-local function _rint(s)
-  if s == nil then return nil end
-  local v = _pint(s)
-  if v == nil then _err('NOTINT', 'a value read is not an integer') end
-  return v
-end
-local function _rflt(s)
-  if s == nil then return nil end
-  local v = _pflt(s)
-  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end
-  return v
-end
-local function _nil(v) if v == false then return nil end return v end
-local function _num(s) if s == nil then return nil end return tonumber(s) end
-local function _co(a, d) if a == nil then return d end return a end
-local function _if(c, a, b) if c then return a() end return b() end
-local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end
-local function _filter(xs, f)
-  local out = {}
-  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end
-  return out
-end
-local function _sum(xs, int)
-  local total = 0
-  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end
-  return total
-end
-local function _contains(xs, v)
-  for i = 1, #xs do if xs[i] == v then return true end end
-  return false
-end
-local function _wopt(v, f) if v == nil then return false end return f(v) end
-local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end
-local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end
-local function _run(cmds, ret)
-  local first = nil
-  for i = 1, #cmds do
-    local reply = redis.pcall(unpack(cmds[i]))
-    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end
-  end
-  if first ~= nil then return first end
-  return ret
-end
 
 local v_login = KEYS[1]
 local v_recent = KEYS[2]
 local v_viewed = KEYS[3]
 local v_item_views = KEYS[4]
-local v_token = _arg(ARGV[1], 'token')
-local v_user = _arg(ARGV[2], 'user')
-local v_item = _arg(ARGV[3], 'item')
-local v_now = _arg(_pint(ARGV[4]), 'now')
-local _w = {}
-_w[#_w + 1] = {'HSET', v_login, v_token, v_user}
-_w[#_w + 1] = {'ZADD', v_recent, string.format('%d', v_now), v_token}
-if ((#v_item) > (0)) then _w[#_w + 1] = {'ZADD', v_viewed, string.format('%d', v_now), v_item} end
-if ((#v_item) > (0)) then _w[#_w + 1] = {'ZREMRANGEBYRANK', v_viewed, string.format('%d', (0)), string.format('%d', _ck(_neg((26))))} end
-if ((#v_item) > (0)) then _w[#_w + 1] = {'ZINCRBY', v_item_views, string.format('%d', _ck(_neg((1)))), v_item} end
-return _run(_w, (((#v_item) > (0)) and 1 or 0))
+local v_token = ARGV[1]
+if v_token == nil then error('ERR argument token is not valid') end
+local v_user = ARGV[2]
+if v_user == nil then error('ERR argument user is not valid') end
+local v_item = ARGV[3]
+if v_item == nil then error('ERR argument item is not valid') end
+local v_now = ARGV[4]
+if v_now == nil or not (v_now == '0' or string.match(v_now, '^%-?[1-9]%d*$')) then error('ERR argument now is not valid') end
+v_now = tonumber(v_now)
+if v_now >= 9007199254740992 or v_now <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end
+local _e, _r
+_r = redis.pcall('HSET', v_login, v_token, v_user)
+if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end
+_r = redis.pcall('ZADD', v_recent, ARGV[4], v_token)
+if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+if ((#v_item) > (0)) then
+  _r = redis.pcall('ZADD', v_viewed, ARGV[4], v_item)
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+end
+if ((#v_item) > (0)) then
+  _r = redis.pcall('ZREMRANGEBYRANK', v_viewed, "0", "-26")
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+end
+if ((#v_item) > (0)) then
+  _r = redis.pcall('ZINCRBY', v_item_views, "-1", v_item)
+  if type(_r) == 'table' and _r.err and not _e then _e = tostring(_r.err) end
+end
+if _e then return redis.error_reply(_e) end
+return (((#v_item) > (0)) and 1 or 0)

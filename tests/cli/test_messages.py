@@ -36,7 +36,8 @@ def test_a_lua_limit_without_a_line_names_the_line_it_is_reached(tmp_path: Path)
     followed by a stack traceback: the error is one line naming line 32768."""
     body = "".join(f"do local v{i} = {i} end\n" for i in range(32_800))
     (tmp_path / "big.lua").write_text("-- @key k\n" + body)
-    res = CliRunner().invoke(main, ["scripts", "load", "--dir", str(tmp_path), "--url", "x"])
+    url = "redis://127.0.0.1:1/0"  # never reached: the script is refused first
+    res = CliRunner().invoke(main, ["scripts", "load", "--dir", str(tmp_path), "--url", url])
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
     expected = f"error: {tmp_path / 'big.lua'}:32769: Lua syntax error: too many local variables"
     assert _one_error_line(res.output) == expected
@@ -143,7 +144,8 @@ def test_no_password_reaches_a_cli_message(
 
 def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> None:
     """The README's throw-away server line, run as written (on a free port, a private pid
-    file): it starts a Redis the examples can use, and its pid file stops that one."""
+    file): it starts a Redis the examples can use, listening on loopback only (it has no
+    password), and its pid file stops that one."""
     import contextlib
     import os
     import shlex
@@ -182,6 +184,7 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
         assert client.config_get("save") == {"save": ""}
+        assert client.config_get("bind") == {"bind": "127.0.0.1"}
     finally:
         client.close()
         if pid is None:  # no pid file: stop the server this test started through its port
@@ -189,3 +192,83 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
                 redis.Redis(port=port).shutdown(nosave=True)
         else:
             os.kill(pid, signal.SIGTERM)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["scripts", "status", "--url", "redis://bob:S3cretPassw0rd/xyz@127.0.0.1:7702/0"],
+            "error: invalid --url redis://bob:***@127.0.0.1:7702/0: the password holds '/', "
+            "which ends that part of a URL early; write it percent-encoded (/ is %2F; "
+            "urllib.parse.quote(password, safe='') encodes every character that needs it)",
+        ),
+        (
+            ["deploy", "--url", "redis://:Hunter2Hunter2#frag@127.0.0.1:7702/0"],
+            "error: invalid --url redis://:***@127.0.0.1:7702/0: the password holds '#'",
+        ),
+        (
+            ["bench", "--url", "redis://bob:S3cretPassw0rd/xyz@127.0.0.1:7702/0"],
+            "error: invalid --url redis://bob:***@127.0.0.1:7702/0: the password holds '/'",
+        ),
+        (
+            ["bench", "--url", "redis://127.0.0.1:99999/0"],
+            "error: invalid --url redis://127.0.0.1:99999/0: the port is not a whole number "
+            "from 0 to 65535",
+        ),
+        (
+            ["demo", "--url", "unix:///tmp/redis.sock"],
+            "error: invalid --url unix:///tmp/redis.sock: a Redis URL starts with redis:// or "
+            "rediss://",
+        ),
+        (
+            ["verify", "reserve_stock", "--url", "redis://h:1/0?sockettimeout=1"],
+            "error: invalid --url redis://h:1/0?sockettimeout=1: redis-py does not know the "
+            "option 'sockettimeout' in the URL's query",
+        ),
+    ],
+)
+def test_an_invalid_url_is_a_one_line_usage_error_that_says_how_to_write_it(
+    args: list[str], said: str
+) -> None:
+    """The issue's own examples: urllib's text ("Port could not be cast to integer value
+    as 'S3cretPassw0rd'") quoted the part of the password before its raw "/"; bench printed
+    a traceback. Now exit code 2 in every command, checked before anything starts."""
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert _one_error_line(res.output).startswith(said), res.output
+    assert "S3cret" not in res.output and "Hunter2" not in res.output
+
+
+def test_an_invalid_redis_url_variable_is_a_usage_error_too(tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        main,
+        ["scripts", "status", "--dir", str(tmp_path)],
+        env={"REDIS_URL": "redis://:pa?ss@127.0.0.1:6379/0"},
+    )
+    assert res.exit_code == 2
+    assert _one_error_line(res.output).startswith(
+        "error: invalid $REDIS_URL redis://:***@127.0.0.1:6379/0: the password holds '?'"
+    )
+
+
+def test_an_argument_from_a_file_or_stdin(
+    r: redis.Redis, redis_server: ServerProcess, tmp_path: Path
+) -> None:
+    """--arg-file PATH or - (stdin) after the -a arguments, byte for byte, as long as it
+    is (a command line stops near 128 kB); -a @alice is still the string '@alice'."""
+    (tmp_path / "lens.lua").write_text(
+        "-- @key k\n-- @arg first\n-- @arg [rest...]\n"
+        "return {ARGV[1], string.len(ARGV[#ARGV]), #ARGV}\n"
+    )
+    big = bytes(range(256)) * 1200  # 307,200 bytes, every byte value
+    (tmp_path / "big.bin").write_bytes(big)
+    base = ["scripts", "call", "lens", "--dir", str(tmp_path), "--url", _url(redis_server)]
+    res = CliRunner().invoke(
+        main, [*base, "-k", "k", "-a", "@alice", "--arg-file", str(tmp_path / "big.bin")]
+    )
+    assert res.exit_code == 0 and res.output == '["@alice", 307200, 2]\n', res.output
+    res = CliRunner().invoke(main, [*base, "-k", "k", "-a", "x", "--arg-file", "-"], input=big)
+    assert res.exit_code == 0 and res.output == '["x", 307200, 2]\n', res.output
+    res = CliRunner().invoke(main, [*base, "-k", "k", "--arg-file", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "none" in res.output

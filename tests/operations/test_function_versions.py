@@ -123,3 +123,36 @@ def test_gc_of_an_unknown_spec_is_one_line_and_deletes_nothing(
     res = CliRunner().invoke(main, ["functions", "gc", name, "--url", url])
     assert res.exit_code == 1 and res.output.count("\n") == 1 and "unknown operation" in res.output
     assert libraries(r) == {library_name(V1)}
+
+
+def test_gc_refused_by_the_server_is_one_line(r: redis.Redis, redis_server: ServerProcess) -> None:
+    """A user without FUNCTION LIST (or a server without FUNCTION): one line, no
+    traceback, no password."""
+    r.acl_setuser(
+        "no_functions", enabled=True, passwords=["+gc-secret"], keys=["~*"],
+        commands=["+@all", "-function"],
+    )  # fmt: skip
+    try:
+        url = f"redis://no_functions:gc-secret@{redis_server.host}:{redis_server.port}/0"
+        res = CliRunner().invoke(main, ["functions", "gc", "--url", url])
+    finally:
+        r.acl_deluser("no_functions")
+    assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
+    node = f"{redis_server.host}:{redis_server.port}"
+    assert res.output.startswith(f"error: permission denied at {node}: NOPERM")
+    assert "function|list" in res.output
+    assert "gc-secret" not in res.output
+
+
+def test_gc_leaves_a_library_whose_code_is_not_utf8_alone(r: redis.Redis) -> None:
+    """A team's library named like luapipe's, its code with a Latin-1 byte (gc raised
+    UnicodeEncodeError reading it)."""
+    name = "luapipe_team_0123456789"
+    r.function_load(
+        f"#!lua name={name}\n-- caf".encode()
+        + b"\xe9\n"
+        + (f"redis.register_function('{name}', function() return 1 end)\n".encode())
+    )
+    found = collect_generated(r)
+    assert [(c.deleted, c.others) for c in found] == [((), 1)]
+    assert libraries(r) == {name}

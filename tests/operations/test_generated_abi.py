@@ -42,18 +42,20 @@ CATALOGUE = {p.stem: load_operation(p) for p in sorted(OPS.glob("*.toml"))}
 GOLDEN = Path(__file__).parent / "golden"
 FORMS = ("naive", "pipelined", "transaction", "script", "function")
 
-#: sha1 of scripts_lua/op_<name>.lua as luapipe 0.1 generated them: the script's identity on
-#: every server (EVALSHA), so regenerating must never change it
+#: sha1 of scripts_lua/op_<name>.lua: the script's identity on every server (EVALSHA), so
+#: regenerating must never change it by accident. A deliberate change (issue 18: the Lua as a
+#: person writes it, no helper closure built per call) updates these and the lock file.
 SCRIPT_SHAS = {
-    "cas_update": "5defe03342410398c30b7071f36ad5fdeeb09e2b",
-    "fetch_feed": "0c5fb5e34bf10e6ce9085f3ac3f9d532f44beef9",
-    "incr_many": "d9992ae445e31c2444ae5477fad9e2bb7feb6cd4",
-    "leaderboard_submit": "cd31c08938aa63a4b076d09377b7448c6efa5d12",
-    "rate_limit": "a8684451e466514850f5553c719156717bca2c3a",
-    "reserve_stock": "a0af3f8f1b65c46ccc9972fb804ea93f544594c3",
-    "sliding_window_rate_limit": "b4060f9677782dad2cf9ef0d7febfd1125d268e8",
-    "transfer": "915a75824d7cdc9af32b1c0a8f2452b07cc46c44",
-    "update_token": "285183c0e1f173a1d60119c3e9ea511b07256516",
+    "capped_push": "60459ac6978f4d89d93cc92b5c7d16c74b435c72",
+    "cas_update": "a62f91ab7517240cdc037e0c7f519c7048f54c41",
+    "fetch_feed": "6706d9d61b26f3fd90bb7169587b092d21c1b7a4",
+    "incr_many": "26ad6819d8af1f68d11d3dbf5fd53d6d211e17e1",
+    "leaderboard_submit": "4625b618b6985850db7bb58611d3e361af61cda5",
+    "rate_limit": "281d7428561a7976c16b5ff1e08cbd522ed833bd",
+    "reserve_stock": "2660da4cc9d4511788322edf1d7af9ecdd38e157",
+    "sliding_window_rate_limit": "509aa90699bad01476e8dbe0f71c19106195cc46",
+    "transfer": "babb5534c95f09a809b6c2d6009972135a1d026f",
+    "update_token": "7a52b462767d690195af512fd123f365ff7e2e39",
 }
 
 
@@ -93,13 +95,14 @@ def test_every_helper_the_generator_can_emit_is_in_the_abi() -> None:
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
 def test_the_lua_prelude_is_in_each_module_once(name: str) -> None:
     op = CATALOGUE[name]
-    prelude = generate.prelude()
-    first = prelude.splitlines()[0]
-    assert op.python_source.count(repr(first + "\n")) == 1
+    prelude = generate.prelude(op)  # the helpers this operation uses (maybe none)
+    if prelude:
+        first = prelude.splitlines()[0]
+        assert op.python_source.count(repr(first + "\n")) == 1
+        assert op.lua_source.count(prelude) == op.function_source.count(prelude) == 1
     module = _module(f"op_{name}", op.python_source)
     assert prelude == module.PRELUDE
     assert op.lua_source == module.LUA_SCRIPT and op.function_source == module.LUA_LIBRARY
-    assert op.lua_source.count(prelude) == op.function_source.count(prelude) == 1
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
@@ -176,7 +179,8 @@ def test_a_module_generated_by_luapipe_0_1_still_runs(
     said = sorted(str(w.message) for w in caught if w.category is DeprecationWarning)
     assert [s.split(" moved to ")[0] for s in said] == ["luapipe.aio_forms", "luapipe.forms"]
     assert all("luapipe.runtime" in s and "0.3.0" in s for s in said)
-    assert CATALOGUE["reserve_stock"].lua_source == module.LUA_SCRIPT  # the same script
+    # its own script: the one 0.1 generated (today's is another text, see SCRIPT_SHAS)
+    assert "local function _run(cmds, ret)" in module.LUA_SCRIPT
     r.set("stock:v01", 10)
     client = driver.redis(redis_server.port)
     got = _reserve_every_form(driver, client, module, "stock:v01")

@@ -81,8 +81,10 @@ def test_a_failed_write_of_a_whole_request_is_connection_failed_and_nothing_ran(
     went on flushing the request after the caller was told it failed)."""
     reg = luapipe.ScriptRegistry([PADDED])
     client = driver.redis(redis_server.port, socket_timeout=0.25, client_name="victim")
-    warmed(driver, lambda: reg.call(client, "padded", keys=["warm"], args=["x"]))
     big = b"x" * unwritable_size()
+    # warmed with the big value too: a value of 1 MB or more first asks the node's
+    # proto-max-bulk-len, remembered from then on, so the frozen write is the request itself
+    warmed(driver, lambda: reg.call(client, "padded", keys=["warm"], args=[big]))
     frozen = stopped(redis_server.pid, at_most=10)
     with frozen, pytest.raises(luapipe.ConnectionFailed, match="nothing ran") as caught:
         if request_kind == "call":

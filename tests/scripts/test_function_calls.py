@@ -182,6 +182,27 @@ def test_a_transaction_loads_inside_multi_so_a_flush_never_splits_it(
     assert r.mget("t", "plain") == [b"15", b"3"]
 
 
+def test_a_transaction_whose_library_cannot_load_is_refused_before_multi(
+    driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
+) -> None:
+    """`counters` is absent and another library owns one of its function names: its
+    FUNCTION LOAD inside MULTI would fail at EXEC, and the FCALL with it, while the rest
+    committed. The check before MULTI sees the owner and sends no MULTI."""
+    r.function_load("#!lua name=squatter\nredis.register_function('OOPS', function() end)")
+    c = driver.redis(redis_server.port)
+    tx = reg.pipeline(c, transaction=True)
+    tx.incr("plain").call("bump", ["t"], [1]).incr("plain")
+    reset_stats(r)
+    with pytest.raises(ServerError) as caught:
+        driver.run(tx.execute())
+    assert str(caught.value) == (
+        f"library 'counters' ({PATH}) cannot be loaded on 127.0.0.1:{redis_server.port}: "
+        "library 'squatter' already registers a function 'oops' (function names are global "
+        "on a server); rename one of them; the transaction was not sent"
+    )
+    assert calls(r, "multi") == 0 and r.get("plain") is None and r.get("t") is None
+
+
 def test_call_counts_are_checked_before_sending(
     driver: Driver, r: redis.Redis, redis_server: ServerProcess, reg: ScriptRegistry
 ) -> None:

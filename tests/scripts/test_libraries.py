@@ -58,6 +58,10 @@ SHAPES: dict[str, tuple[str, dict[str, list[str]]]] = {
         " {'no-writes', 'allow-oom', 'allow-stale', 'no-cluster', 'allow-cross-slot-keys'}}\n",
         {"s_all": ["allow-cross-slot-keys", "allow-oom", "allow-stale", "no-cluster", "no-writes"]},
     ),
+    "NAME= in another case, the name quoted (the server reads both)": (
+        "#!lua NAME=\"shape\"\nredis.register_function('s_q', function() end)\n",
+        {"s_q": []},
+    ),
 }
 
 #: libraries the server refuses: (source, what luapipe's one line says, its line)
@@ -144,8 +148,9 @@ def test_functions_and_flags_are_those_the_server_lists(r: redis.Redis, shape: s
     assert read == expected
     r.function_load(source)
     assert _listed(r) == read
-    code = _pairs(r.function_list(withcode=True)[0])["library_code"]
-    assert code.decode() == source  # sent byte for byte
+    listed = _pairs(r.function_list(withcode=True)[0])
+    assert listed["library_code"].decode() == source  # sent byte for byte
+    assert listed["library_name"].decode() == lib.name == "shape"
     assert lib.sha == hashlib.sha1(source.encode()).hexdigest()
 
 
@@ -237,6 +242,13 @@ def test_the_registry_holds_libraries_beside_scripts(tmp_path: Path) -> None:
         reg.function("hello")
     with pytest.raises(UnknownScriptError, match="did you mean 'peek'"):
         reg.function("peak")
+    # a call names a script or a function: a misspelt function is not an "unknown script"
+    with pytest.raises(
+        UnknownScriptError, match="unknown script or function 'reserv'; did you mean 'reserve'"
+    ):
+        reg.call(redis.Redis(port=1), "reserv", keys=["k"], args=[1])
+    res = CliRunner().invoke(main, ["scripts", "call", "peak", "--dir", str(d)])
+    assert res.output == "error: unknown script or function 'peak'; did you mean 'peek'?\n"
     assert reg.library("stock") is lib and [x.name for x in reg.libraries] == ["stock"]
     with pytest.raises(KeyError, match="unknown library 'hello'"):
         reg.library("hello")
@@ -261,6 +273,41 @@ def test_every_name_clash_is_named_in_one_error(tmp_path: Path) -> None:
     assert f"duplicate library name 'stock': {d / 'stock.lua'} and {d / 'twin.lua'}" in message
     lenient = ScriptRegistry.from_directory(d, strict=False)
     assert sorted(p.path for p in lenient.problems) == sorted(str(p) for p in d.glob("*.lua"))
+
+
+def test_function_names_that_differ_only_in_case_are_one_name(
+    tmp_path: Path, r: redis.Redis
+) -> None:
+    # The server's function names are case-insensitive: a second library registering 'FX'
+    # beside 'fx' is refused ...
+    r.function_load("#!lua name=one\nredis.register_function('fx', function() end)\n")
+    with pytest.raises(redis.ResponseError, match="Function FX already exists"):
+        r.function_load("#!lua name=two\nredis.register_function('FX', function() end)\n")
+    # ... while Redis 7.0 loads ONE library registering both, then crashes (an assertion in
+    # functionLibraryUnlink) when it is replaced or deleted: never load it here.
+    source = (
+        "#!lua name=cased\nredis.register_function('Fx', function() end)\n"
+        "redis.register_function('fX', function() end)\n"
+    )
+    with pytest.raises(ScriptError) as caught:
+        parse_library(source, path="cased.lua")
+    message = str(caught.value)
+    assert message.startswith("cased.lua:3: at load time: function 'fX' differs from 'Fx' (line 2)")
+    assert "case-insensitive" in message and "\n" not in message
+    d = _write(
+        tmp_path / "s",
+        {
+            "one.lua": "#!lua name=one\nredis.register_function('fx', function() end)\n",
+            "two.lua": "#!lua name=two\nredis.register_function('FX', function() end)\n",
+        },
+    )
+    with pytest.raises(DuplicateScriptError) as clash:
+        ScriptRegistry.from_directory(d)
+    assert str(clash.value) == (
+        "function names differ only in case (one name on the server): "
+        f"{d / 'one.lua'} (function 'fx' of library 'one' at line 2) and "
+        f"{d / 'two.lua'} (function 'FX' of library 'two' at line 2)"
+    )
 
 
 def test_a_broken_library_does_not_hide_the_good_files(tmp_path: Path, r: redis.Redis) -> None:

@@ -123,6 +123,24 @@ def test_a_deploy_that_fails_on_one_primary_puts_the_others_back(
     assert (d / "luapipe.lock.json").read_text() == lock
 
 
+def test_a_replica_missing_a_library_is_drift_even_when_no_primary_changes(
+    tmp_path: Path, clean: EmbeddedCluster
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+    assert run("deploy", "--dir", str(d), "--url", clean.url).exit_code == 0
+    replicated(clean, "stock", STOCK_V1)
+    replica = next(n for n in nodes(clean) if n not in primaries(clean))
+    lagging = nodes(clean)[replica]
+    lagging.config_set("replica-read-only", "no")  # the only way to take it from a replica
+    try:
+        lagging.function_delete("stock")
+        res = run("deploy", "--dir", str(d), "--url", clean.url)  # every primary has it
+    finally:
+        lagging.config_set("replica-read-only", "yes")
+    assert res.exit_code == 1, res.output  # not "deployed": that replica lacks it
+    assert f"missing: stock on {replica} (library not loaded)" in res.stdout.splitlines()
+
+
 @pytest.fixture
 def joined(clean: EmbeddedCluster) -> Iterator[tuple[EmbeddedCluster, EmbeddedRedis, int]]:
     """A fourth primary joined with CLUSTER MEET, given one slot with CLUSTER ADDSLOTS."""

@@ -6,9 +6,11 @@ that is not the directory's is never drift and never touched, whatever the comma
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import pytest
 import redis
 from click.testing import CliRunner, Result
 
-from luapipe.bench.server import ServerProcess
+from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 from luapipe.errors import ServerError
 from luapipe.scripts.libdeploy import (
@@ -27,6 +29,7 @@ from luapipe.scripts.libdeploy import (
 )
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.libstate import keeper_name, keeper_source, kept_code
+from luapipe.scripts.registry import ScriptRegistry
 from luapipe.wire import drivers
 
 from ..drivers import Driver
@@ -180,6 +183,39 @@ def test_a_taken_function_name_refuses_the_deploy_before_anything_is_sent(
     assert not (d / "luapipe.lock.json").exists()
 
 
+CASED = "#!lua name=cased\nredis.register_function('Cased_Get', function() return 1 end)\n"
+
+
+def test_a_function_name_taken_in_another_case_is_taken(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "cased.lua": CASED})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    shared.function_delete("stock")  # flushed; then another team's library comes:
+    shared.function_delete("cased")  # function names are case-insensitive on the server,
+    # so FCALL stock_reserve would run its STOCK_RESERVE, and loading ours fails
+    shared.function_load(
+        "#!lua name=squatter\nredis.register_function('STOCK_RESERVE', function() end)\n"
+        "redis.register_function('cased_get', function() end)"
+    )
+    shared.config_resetstat()
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith(
+        "error: nothing deployed: a function name is taken: taken: Cased_Get"
+    )
+    assert "; taken: stock_reserve on" in res.stderr
+    assert loads(shared) == 0 and code_of(shared, "stock") is None
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert {
+        f"taken: Cased_Get on {node} (function of library 'cased' is registered by library "
+        "'squatter')",
+        f"taken: stock_reserve on {node} (function of library 'stock' is registered by "
+        "library 'squatter')",
+    } <= set(res.stdout.splitlines())
+
+
 def test_prune_deletes_only_the_libraries_the_lock_recorded_and_the_directory_dropped(
     tmp_path: Path, shared: redis.Redis, url: str
 ) -> None:
@@ -229,6 +265,101 @@ def test_rollback_loads_the_kept_code_back_from_the_server_itself(
     assert not (runner / "luapipe.lock.json").exists()  # the lock is left as it is
     res = run("deploy", "--rollback", "--dir", str(runner), "--url", url)  # undoes the first
     assert res.exit_code == 0 and code_of(shared, "stock") == STOCK_V2
+
+
+def _lib(name: str, *functions: str) -> str:
+    body = "".join(
+        f"redis.register_function('{f}', function() return '{name}' end)\n" for f in functions
+    )
+    return f"#!lua name={name}\n{body}"
+
+
+def test_a_function_moving_between_two_of_our_libraries_deploys_and_rolls_back(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    # 'up' moves from zed to alpha and 'down' from beta to yak: the library that gives a
+    # function up goes first whatever the names' order, on deploy and on rollback
+    v1 = {
+        "alpha.lua": _lib("alpha", "a_own"),
+        "zed.lua": _lib("zed", "z_own", "up"),
+        "beta.lua": _lib("beta", "b_own", "down"),
+        "yak.lua": _lib("yak", "y_own"),
+    }
+    v2 = {
+        "alpha.lua": _lib("alpha", "a_own", "up"),
+        "zed.lua": _lib("zed", "z_own"),
+        "beta.lua": _lib("beta", "b_own"),
+        "yak.lua": _lib("yak", "y_own", "down"),
+    }
+    d = write(tmp_path / "s", v1)
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, v2)
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    kinds = {line.split(":")[0] for line in res.stdout.splitlines()[:-1]}
+    assert kinds == {"changed", "differs"}, res.output  # neither taken nor gone
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert not res.stderr  # no signature warning: the functions keep their signature
+    assert (shared.fcall("up", 0), shared.fcall("down", 0)) == (b"alpha", b"yak")
+    assert run("deploy", "--check", "--dir", str(d), "--url", url).exit_code == 0
+    res = run("deploy", "--rollback", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    assert (shared.fcall("up", 0), shared.fcall("down", 0)) == (b"zed", b"beta")
+
+
+def test_a_url_naming_a_replica_deploys_no_library_and_says_where_to_go(
+    tmp_path: Path, shared: redis.Redis, redis_server: ServerProcess
+) -> None:
+    server = EmbeddedRedis(["--replicaof", redis_server.host, str(redis_server.port)])
+    info = server.start()
+    try:
+        replica = redis.Redis(host=info.host, port=info.port)
+        deadline = time.monotonic() + 10
+        while replica.info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "replica did not sync"
+            time.sleep(0.05)
+        d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+        url = f"redis://{info.host}:{info.port}/0"
+        for option in ("--rollback", None):
+            res = run("deploy", *([option] if option else []), "--dir", str(d), "--url", url)
+            assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.output
+            what = "rolled back" if option else "deployed"
+            assert res.stderr == (
+                f"error: no library {what}: {info.host}:{info.port} is a replica (of "
+                f"{redis_server.host}:{redis_server.port}); Function libraries are loaded on "
+                "a primary and replicate: use the primary's URL\n"
+            )
+        assert code_of(shared, "stock") is None and not (d / "luapipe.lock.json").exists()
+        replica.close()
+    finally:
+        server.stop()
+
+
+def test_a_live_library_that_is_not_utf8_is_read_replaced_and_rolled_back_byte_for_byte(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    """A same-named library loaded by hand with a Latin-1 comment ("caf\\xe9"): its SHA is
+    that of its bytes, a call meets one clear error, deploy keeps it and rollback puts it
+    back byte for byte (they raised UnicodeEncodeError)."""
+    latin = b"#!lua name=stock\n-- caf\xe9\nredis.register_function('stock_old', function() end)\n"
+    shared.function_load(latin)
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
+    reg = ScriptRegistry.from_directory(d)
+    with pytest.raises(ServerError, match=f"code sha1 {hashlib.sha1(latin).hexdigest()}"):
+        reg.call(shared, "stock_left", keys=["units"])
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    lock = d / "luapipe.lock.json"
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and lock.exists(), res.output
+    res = run("deploy", "--rollback", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output
+    flat = shared.function_list(library="stock", withcode=True)[0]
+    assert dict(zip(flat[0::2], flat[1::2], strict=True))[b"library_code"] == latin
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    sha = hashlib.sha1(latin).hexdigest()[:12]
+    assert f"(library code {sha} there, {parse_library(STOCK_V1).sha[:12]} in the file)" in (
+        res.stdout
+    )
 
 
 def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(

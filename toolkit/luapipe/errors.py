@@ -65,9 +65,13 @@ wrong counts, not a client, spec,      their own class             (none: not a 
 lock file, script files
 =====================================  ==========================  ==============================
 
-Messages are one line and never contain a password: every message is passed through
-:func:`mask_url` when the error is made. redis-py errors are translated into this tree at
-one boundary: :func:`translate` (used by the ``wire`` transports).
+Messages are one line and never contain a password, whatever it holds: :func:`printable_url`
+is the one way a URL becomes text (the user name kept, the password never), and every
+message is passed through :func:`mask_url` when the error is made (the safety net for text
+luapipe did not write). The words for the same cause are the same wherever it is met
+(NOAUTH, WRONGPASS, NOPERM naming the address and command, a hang-up however redis-py
+noticed it). redis-py errors are translated into this tree at one boundary:
+:func:`translate` (used by the ``wire`` transports).
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ __all__ = [
     "TransactionAborted",
     "UnknownScriptError",
     "mask_url",
+    "printable_url",
     "redis_class_of_reply",
     "redis_io_class",
     "translate",
@@ -272,27 +277,68 @@ class EnvironmentProblem(LuapipeError):
     """A program luapipe needs is missing on this machine."""
 
 
-# scheme://userinfo@host...: the userinfo ends at the LAST "@" of the URL (a password may
-# hold a raw "@", "/" or "?"); a token ends at whitespace or a quote.
-_URL = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<rest>[^\s'\"<>]*)", re.IGNORECASE)
+# A URL's scheme. Everything between it and the LAST "@" of the URL is its userinfo: a
+# password may hold a raw "@", "/", "?" or "#" (an invalid URL, still never shown).
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+# a query parameter that carries a secret (redis-py takes ?password=... and ?ssl_password=...);
+# hidden to the end of the URL: a raw "&", "#" or "@" in it would otherwise end it early
+_SECRET_PARAM = re.compile(
+    r"([?&;][^=&#]*(?:pass|secret|token)[^=&#]*=).*", re.IGNORECASE | re.DOTALL
+)
+_MASKED_PARAM = re.compile(r"[?&;][^=&#]*(?:pass|secret|token)[^=&#]*=\*\*\*", re.IGNORECASE)
+# what would break a line or hide in one: whitespace, control and format characters
+_UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+# in free text, a URL runs from its scheme to the next whitespace
+_URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]*://\S*", re.IGNORECASE)
+#: userinfo that is already masked, or a placeholder in a hint (``redis://:PASSWORD@host``)
+_SHOWN = frozenset({"***", "PASSWORD"})
+
+
+def printable_url(url: str) -> str:
+    """The one way luapipe turns a Redis URL into text it shows (messages, reports, JSON).
+
+    The user name is kept, the password never: ``redis://bob:***@host:6379/0``. The
+    userinfo ends at the LAST ``@``, so a password holding a raw ``@``, ``/``, ``#``, ``?``,
+    a quote or a space (which makes the URL invalid) is hidden whole, and a userinfo
+    without ``:`` (``redis://s3cret@host``, a password written without its colon) is shown as
+    ``***``. Query parameters that carry a secret (``password=``, ``ssl_password=``) are
+    masked too, and whitespace or control characters are percent-encoded, so the result
+    is always one line.
+    """
+    found = _SCHEME.match(url)
+    head, rest = (found[0], url[found.end() :]) if found else ("", url)
+    rest = _SECRET_PARAM.sub(r"\1***", rest)  # first: such a value may hold an "@"
+    at = rest.rfind("@")
+    if at >= 0:
+        user, colon, _secret = rest[:at].partition(":")
+        rest = (f"{_encoded(user)}:***" if colon else "***") + _encoded(rest[at:])
+    else:
+        rest = _encoded(rest)
+    return _encoded(head) + rest
+
+
+def _encoded(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), text)
 
 
 def _mask_one(m: re.Match[str]) -> str:
-    rest = m["rest"]
-    at = rest.rfind("@")
-    if at < 0:
-        return m[0]
-    user, colon, secret = rest[:at].partition(":")
-    if secret in ("PASSWORD", "***"):  # a placeholder in a hint, or masked already
-        return m[0]
-    shown = f"{user}:***" if colon else "***"  # a lone userinfo may be a password too
-    return f"{m['scheme']}{shown}{rest[at:]}"
+    token = m[0]
+    rest = token[token.index("://") + 3 :]
+    userinfo = rest[: rest.rfind("@")] if "@" in rest else None
+    masked = userinfo is None or userinfo == "***" or userinfo.partition(":")[2] in _SHOWN
+    if masked and (_SECRET_PARAM.search(token) is None or _MASKED_PARAM.search(token)):
+        return token  # printed by printable_url already (or a placeholder in a hint)
+    return printable_url(token)
 
 
 def mask_url(text: str) -> str:
-    """Replace the password of every ``scheme://user:password@host`` in ``text`` with
-    ``***`` (a userinfo without ``:`` is masked whole)."""
-    return _URL.sub(_mask_one, text) if "://" in text else text
+    """``text`` with every URL in it shown by :func:`printable_url` (password masked).
+
+    The safety net under messages that luapipe did not write itself: in free text a URL
+    ends at whitespace, so a password holding a space is found only where the URL was
+    printed with :func:`printable_url` in the first place (as luapipe's own messages are).
+    """
+    return _URL_IN_TEXT.sub(_mask_one, text) if "://" in text else text
 
 
 def _first_line(text: str) -> str:
@@ -314,12 +360,15 @@ def _reply_text(exc: rex.RedisError) -> str:
     return text
 
 
-def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> LuapipeError:
+def translate(
+    exc: BaseException, *, where: str = "", sent: bool = False, command: str = ""
+) -> LuapipeError:
     """Map a redis-py exception (or an ``OSError``) to luapipe's tree; see the table above.
 
     ``where`` is the server address (host:port) for connection errors; ``sent`` says whether
     the request may already have reached the server, which turns a connection or timeout
-    error into :class:`OutcomeUnknown`. The result is also an instance of the redis-py
+    error into :class:`OutcomeUnknown`; ``command`` names what was refused by an ACL (when
+    the server's text does not). The result is also an instance of the redis-py
     class redis-py raises for the same failure.
     """
     if isinstance(exc, LuapipeError):
@@ -330,7 +379,7 @@ def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> Lua
         # An error reply made up by luapipe from a reply's text is a plain ResponseError:
         # the class redis-py would raise comes from the text, as in redis-py's parser.
         cls = redis_class_of_reply(text) if type(exc) is rex.ResponseError else type(exc)
-        return _from_reply(text, cls, at, getattr(exc, "status_code", None))
+        return _from_reply(text, cls, at, getattr(exc, "status_code", None), command)
     text = _first_line(str(exc))
     if isinstance(exc, rex.DataError):
         return CallArgumentError(f"{text}; nothing was sent", like=rex.DataError)
@@ -348,6 +397,7 @@ def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> Lua
     if isinstance(exc, rex.TimeoutError | rex.ConnectionError | OSError):
         timeout = isinstance(exc, rex.TimeoutError | TimeoutError)
         like = redis_io_class(exc)
+        text = _io_words(text)
         if sent:
             kind = "timed out" if timeout else "lost"
             return OutcomeUnknown(
@@ -367,6 +417,15 @@ def translate(exc: BaseException, *, where: str = "", sent: bool = False) -> Lua
     return LuapipeError(what)
 
 
+#: how redis-py (and the socket) say the server hung up, depending on when it did: the
+#: same cause, so the same words in every command
+_HUNG_UP = ("Connection closed by server", "reset by peer", "Broken pipe", "(104,", "(32,")
+
+
+def _io_words(text: str) -> str:
+    return "the server closed the connection" if any(h in text for h in _HUNG_UP) else text
+
+
 def redis_io_class(exc: BaseException) -> type[rex.RedisError]:
     """What redis-py raises for this I/O failure: its own class, or for a socket error
     one of the two it wraps them in (TimeoutError, ConnectionError)."""
@@ -381,13 +440,15 @@ def _unreadable(exc: BaseException, text: str) -> str:
     return text
 
 
-def _from_reply(text: str, cls: type[rex.RedisError], at: str, code: str | None) -> LuapipeError:
+def _from_reply(
+    text: str, cls: type[rex.RedisError], at: str, code: str | None, command: str = ""
+) -> LuapipeError:
     """The luapipe error for an error reply whose redis-py class is ``cls``."""
     if issubclass(cls, rex.AuthenticationError | rex.AuthorizationError) or text.startswith(
         ("WRONGPASS", "NOAUTH", "invalid username-password")
     ):
         return AuthenticationFailed(
-            f"authentication failed{at}: {text}", like=cls, status_code=code
+            f"authentication failed{at}: {_auth_words(text)}", like=cls, status_code=code
         )
     if issubclass(cls, rex.BusyLoadingError):
         return ConnectionFailed(
@@ -410,5 +471,45 @@ def _from_reply(text: str, cls: type[rex.RedisError], at: str, code: str | None)
     if issubclass(cls, rex.ReadOnlyError):
         return ReadOnlyError(f"read-only replica{at}: {text}", status_code=code)
     if issubclass(cls, rex.NoPermissionError):
-        return PermissionDenied(f"permission denied{at}: {text}", status_code=code)
+        return PermissionDenied(
+            f"permission denied{at}: {acl_words(text, command)}", status_code=code
+        )
     return ServerError(text, like=cls, status_code=code)
+
+
+#: how a password is percent-encoded for a URL, for the messages that may be about one
+QUOTE_HOW = "urllib.parse.quote(password, safe='')"
+
+
+def _auth_words(text: str) -> str:
+    """luapipe's own words for an authentication failure (the server's code kept)."""
+    if text.startswith("NOAUTH"):
+        return (
+            "the server needs a password and none was given (NOAUTH); put it in the URL: "
+            "redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user"
+        )
+    if "without any password configured" in text or "no password is set" in text:
+        return "the URL gives a password but the server has none set; drop it from the URL"
+    if text.startswith("WRONGPASS") or "invalid username-password" in text:
+        return (
+            "wrong user name or password, or the user is disabled (WRONGPASS); a password "
+            f"holding / # ? % or a space goes percent-encoded in the URL ({QUOTE_HOW})"
+        )
+    return text
+
+
+_NOPERM_COMMAND = re.compile(r"permissions? to run the '([^']+)' command")
+
+
+def acl_words(text: str, command: str = "") -> str:
+    """luapipe's words for an ACL refusal: which command (or key) the user may not use.
+
+    ``command`` is what was sent, for a refusal whose text does not name it (a key or a
+    channel the user may not touch)."""
+    named = _NOPERM_COMMAND.search(text)
+    if named is not None:
+        command = named[1]
+    what = command.replace("|", " ").upper() or "this command"
+    if "keys" in text or "channel" in text:
+        return f"the ACL user may not run {what} on these keys or channels ({text})"
+    return f"the ACL user may not run {what} ({text})"

@@ -26,77 +26,9 @@ import redis.cluster
 from luapipe import runtime as _rt
 
 NAME = "fetch_feed"
-FUNCTION_NAME = "luapipe_fetch_feed_273b4f15dd"
+FUNCTION_NAME = "luapipe_fetch_feed_40ab17a10b"
 #: the Lua helpers both the script and the function library start with
-PRELUDE = (
-    "local function _err(code, msg) return error(code .. ' ' .. msg) end\n"
-    'local function _ck(x)\n'
-    "  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end\n"
-    '  return x + 0\n'
-    'end\n'
-    'local function _fk(x)\n'
-    "  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end\n"
-    '  return x\n'
-    'end\n'
-    'local function _div(a, b)\n'
-    "  if b == 0 then _err('DIVZERO', 'division by zero') end\n"
-    '  return _fk(a / b)\n'
-    'end\n'
-    'local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end\n'
-    'local function _neg(x) return -x end\n'
-    "local function _fmt(x) return string.format('%.17g', x) end\n"
-    'local function _pint(s)\n'
-    "  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end\n"
-    '  return _ck(tonumber(s))\n'
-    'end\n'
-    'local function _pflt(s)\n'
-    "  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end\n"
-    '  return _fk(tonumber(s))\n'
-    'end\n'
-    'local function _rint(s)\n'
-    '  if s == nil then return nil end\n'
-    '  local v = _pint(s)\n'
-    "  if v == nil then _err('NOTINT', 'a value read is not an integer') end\n"
-    '  return v\n'
-    'end\n'
-    'local function _rflt(s)\n'
-    '  if s == nil then return nil end\n'
-    '  local v = _pflt(s)\n'
-    "  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end\n"
-    '  return v\n'
-    'end\n'
-    'local function _nil(v) if v == false then return nil end return v end\n'
-    'local function _num(s) if s == nil then return nil end return tonumber(s) end\n'
-    'local function _co(a, d) if a == nil then return d end return a end\n'
-    'local function _if(c, a, b) if c then return a() end return b() end\n'
-    'local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end\n'
-    'local function _filter(xs, f)\n'
-    '  local out = {}\n'
-    '  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end\n'
-    '  return out\n'
-    'end\n'
-    'local function _sum(xs, int)\n'
-    '  local total = 0\n'
-    '  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end\n'
-    '  return total\n'
-    'end\n'
-    'local function _contains(xs, v)\n'
-    '  for i = 1, #xs do if xs[i] == v then return true end end\n'
-    '  return false\n'
-    'end\n'
-    'local function _wopt(v, f) if v == nil then return false end return f(v) end\n'
-    "local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end\n"
-    "local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end\n"
-    'local function _run(cmds, ret)\n'
-    '  local first = nil\n'
-    '  for i = 1, #cmds do\n'
-    '    local reply = redis.pcall(unpack(cmds[i]))\n'
-    "    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end\n"
-    '  end\n'
-    '  if first ~= nil then return first end\n'
-    '  return ret\n'
-    'end\n'
-)
+PRELUDE = ''
 LUA_SCRIPT = (
     '#!lua flags=no-writes\n'
     "-- The newest n ids of a feed, then each id's detail (dependent reads).\n"
@@ -110,30 +42,50 @@ LUA_SCRIPT = (
 ) + PRELUDE + (
     '\n'
     'local v_feed = KEYS[1]\n'
-    "local v_n = _arg(_pint(ARGV[1]), 'n')\n"
-    "local v_prefix = _arg(ARGV[2], 'prefix')\n"
-    "local v_ids = redis.call('ZREVRANGE', v_feed, string.format('%d', (0)), string.format('%d', _ck(v_n - (1))))\n"
-    'local v_details = _map(v_ids, function(v_it) return _co(_nil(redis.call(\'GET\', (v_prefix .. v_it))), "") end)\n'
-    'local _w = {}\n'
-    'return _run(_w, {v_ids, v_details})\n'
+    'local v_n = ARGV[1]\n'
+    "if v_n == nil or not (v_n == '0' or string.match(v_n, '^%-?[1-9]%d*$')) then error('ERR argument n is not valid') end\n"
+    'v_n = tonumber(v_n)\n'
+    "if v_n >= 9007199254740992 or v_n <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end\n"
+    'local v_prefix = ARGV[2]\n'
+    "if v_prefix == nil then error('ERR argument prefix is not valid') end\n"
+    'local _t1 = v_n - (1)\n'
+    "if _t1 >= 9007199254740992 or _t1 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end\n"
+    'local v_ids = redis.call(\'ZREVRANGE\', v_feed, "0", string.format(\'%d\', _t1))\n'
+    'local v_details = {}\n'
+    'for i = 1, #v_ids do\n'
+    '  local v_it = v_ids[i]\n'
+    '  local _s = redis.call(\'GET\', (v_prefix .. v_it)) or ""\n'
+    '  v_details[i] = _s\n'
+    'end\n'
+    'return {v_ids, v_details}\n'
 )
 LUA_LIBRARY = (
-    '#!lua name=luapipe_fetch_feed_273b4f15dd\n'
+    '#!lua name=luapipe_fetch_feed_40ab17a10b\n'
     "-- The newest n ids of a feed, then each id's detail (dependent reads).\n"
     '-- Generated by luapipe from fetch_feed.toml; do not edit: run `luapipe generate`.\n'
-    '-- FCALL_RO luapipe_fetch_feed_273b4f15dd <numkeys> keys... args...\n'
+    '-- FCALL_RO luapipe_fetch_feed_40ab17a10b <numkeys> keys... args...\n'
 ) + PRELUDE + (
     '\n'
     'redis.register_function{\n'
-    "  function_name = 'luapipe_fetch_feed_273b4f15dd',\n"
+    "  function_name = 'luapipe_fetch_feed_40ab17a10b',\n"
     '  callback = function(KEYS, ARGV)\n'
     '    local v_feed = KEYS[1]\n'
-    "    local v_n = _arg(_pint(ARGV[1]), 'n')\n"
-    "    local v_prefix = _arg(ARGV[2], 'prefix')\n"
-    "    local v_ids = redis.call('ZREVRANGE', v_feed, string.format('%d', (0)), string.format('%d', _ck(v_n - (1))))\n"
-    '    local v_details = _map(v_ids, function(v_it) return _co(_nil(redis.call(\'GET\', (v_prefix .. v_it))), "") end)\n'
-    '    local _w = {}\n'
-    '    return _run(_w, {v_ids, v_details})\n'
+    '    local v_n = ARGV[1]\n'
+    "    if v_n == nil or not (v_n == '0' or string.match(v_n, '^%-?[1-9]%d*$')) then error('ERR argument n is not valid') end\n"
+    '    v_n = tonumber(v_n)\n'
+    "    if v_n >= 9007199254740992 or v_n <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end\n"
+    '    local v_prefix = ARGV[2]\n'
+    "    if v_prefix == nil then error('ERR argument prefix is not valid') end\n"
+    '    local _t1 = v_n - (1)\n'
+    "    if _t1 >= 9007199254740992 or _t1 <= -9007199254740992 then error('OVERFLOW integer beyond 2^53-1') end\n"
+    '    local v_ids = redis.call(\'ZREVRANGE\', v_feed, "0", string.format(\'%d\', _t1))\n'
+    '    local v_details = {}\n'
+    '    for i = 1, #v_ids do\n'
+    '      local v_it = v_ids[i]\n'
+    '      local _s = redis.call(\'GET\', (v_prefix .. v_it)) or ""\n'
+    '      v_details[i] = _s\n'
+    '    end\n'
+    '    return {v_ids, v_details}\n'
     '  end,\n'
     "  flags = {'no-writes'},\n"
     '}\n'

@@ -23,76 +23,10 @@ import redis.cluster
 from luapipe import runtime as _rt
 
 NAME = "leaderboard_submit"
-FUNCTION_NAME = "luapipe_leaderboard_submit_01d52c2559"
+FUNCTION_NAME = "luapipe_leaderboard_submit_35b80a6502"
 #: the Lua helpers both the script and the function library start with
 PRELUDE = (
-    "local function _err(code, msg) return error(code .. ' ' .. msg) end\n"
-    'local function _ck(x)\n'
-    "  if x ~= x or x >= 9007199254740992 or x <= -9007199254740992 then _err('OVERFLOW', 'integer beyond 2^53-1') end\n"
-    '  return x + 0\n'
-    'end\n'
-    'local function _fk(x)\n'
-    "  if x ~= x or x == math.huge or x == -math.huge then _err('FLOAT', 'result is not a finite number') end\n"
-    '  return x\n'
-    'end\n'
-    'local function _div(a, b)\n'
-    "  if b == 0 then _err('DIVZERO', 'division by zero') end\n"
-    '  return _fk(a / b)\n'
-    'end\n'
-    'local function _trunc(x) if x >= 0 then return _ck(math.floor(x)) end return _ck(math.ceil(x)) end\n'
-    'local function _neg(x) return -x end\n'
-    "local function _fmt(x) return string.format('%.17g', x) end\n"
-    'local function _pint(s)\n'
-    "  if s == nil or not (s == '0' or string.match(s, '^%-?[1-9]%d*$')) then return nil end\n"
-    '  return _ck(tonumber(s))\n'
-    'end\n'
-    'local function _pflt(s)\n'
-    "  if s == nil or not string.match(s, '^%-?%d+%.?%d*$') then return nil end\n"
-    '  return _fk(tonumber(s))\n'
-    'end\n'
-    'local function _rint(s)\n'
-    '  if s == nil then return nil end\n'
-    '  local v = _pint(s)\n'
-    "  if v == nil then _err('NOTINT', 'a value read is not an integer') end\n"
-    '  return v\n'
-    'end\n'
-    'local function _rflt(s)\n'
-    '  if s == nil then return nil end\n'
-    '  local v = _pflt(s)\n'
-    "  if v == nil then _err('NOTFLOAT', 'a value read is not a number') end\n"
-    '  return v\n'
-    'end\n'
-    'local function _nil(v) if v == false then return nil end return v end\n'
-    'local function _num(s) if s == nil then return nil end return tonumber(s) end\n'
     'local function _co(a, d) if a == nil then return d end return a end\n'
-    'local function _if(c, a, b) if c then return a() end return b() end\n'
-    'local function _map(xs, f) local out = {} for i = 1, #xs do out[i] = f(xs[i]) end return out end\n'
-    'local function _filter(xs, f)\n'
-    '  local out = {}\n'
-    '  for i = 1, #xs do if f(xs[i]) then out[#out + 1] = xs[i] end end\n'
-    '  return out\n'
-    'end\n'
-    'local function _sum(xs, int)\n'
-    '  local total = 0\n'
-    '  for i = 1, #xs do if int then total = _ck(total + xs[i]) else total = _fk(total + xs[i]) end end\n'
-    '  return total\n'
-    'end\n'
-    'local function _contains(xs, v)\n'
-    '  for i = 1, #xs do if xs[i] == v then return true end end\n'
-    '  return false\n'
-    'end\n'
-    'local function _wopt(v, f) if v == nil then return false end return f(v) end\n'
-    "local function _arg(v, name) if v == nil then _err('ERR', 'argument ' .. name .. ' is not valid') end return v end\n"
-    "local function _bool(s) if s == '1' then return true elseif s == '0' then return false end return nil end\n"
-    'local function _run(cmds, ret)\n'
-    '  local first = nil\n'
-    '  for i = 1, #cmds do\n'
-    '    local reply = redis.pcall(unpack(cmds[i]))\n'
-    "    if type(reply) == 'table' and reply.err ~= nil and first == nil then first = reply end\n"
-    '  end\n'
-    '  if first ~= nil then return first end\n'
-    '  return ret\n'
-    'end\n'
 )
 LUA_SCRIPT = (
     "-- Keep a player's best score and return [improved, best, rank] (rank 0 = top).\n"
@@ -104,36 +38,60 @@ LUA_SCRIPT = (
 ) + PRELUDE + (
     '\n'
     'local v_board = KEYS[1]\n'
-    "local v_player = _arg(ARGV[1], 'player')\n"
-    "local v_score = _arg(_num(ARGV[2]), 'score')\n"
-    "local v_best = _num(_nil(redis.call('ZSCORE', v_board, v_player)))\n"
-    'local v_above = redis.call(\'ZCOUNT\', v_board, ("(" .. _fmt(math.max(v_score, _co(v_best, v_score)))), "+inf")\n'
+    'local v_player = ARGV[1]\n'
+    "if v_player == nil then error('ERR argument player is not valid') end\n"
+    'local v_score = ARGV[2]\n'
+    'if v_score ~= nil then v_score = tonumber(v_score) end\n'
+    "if v_score == nil then error('ERR argument score is not valid') end\n"
+    "local v_best = redis.call('ZSCORE', v_board, v_player)\n"
+    'if v_best then\n'
+    '  v_best = tonumber(v_best)\n'
+    'else\n'
+    '  v_best = nil\n'
+    'end\n'
+    'local v_above = redis.call(\'ZCOUNT\', v_board, ("(" .. string.format(\'%.17g\', math.max(v_score, _co(v_best, v_score)))), "+inf")\n'
     'local v_improved = ((v_best == nil) or (v_score > _co(v_best, (0.0))))\n'
     'local v_top = (v_improved and v_score or _co(v_best, v_score))\n'
-    'local _w = {}\n'
-    "if v_improved then _w[#_w + 1] = {'ZADD', v_board, _fmt(v_score), v_player} end\n"
-    'return _run(_w, {(v_improved and (1) or (0)), _fmt(v_top), v_above})\n'
+    'local _e, _r\n'
+    'if v_improved then\n'
+    "  _r = redis.pcall('ZADD', v_board, string.format('%.17g', v_score), v_player)\n"
+    "  if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end\n"
+    'end\n'
+    'if _e then return redis.error_reply(_e) end\n'
+    "return {(v_improved and (1) or (0)), string.format('%.17g', v_top), v_above}\n"
 )
 LUA_LIBRARY = (
-    '#!lua name=luapipe_leaderboard_submit_01d52c2559\n'
+    '#!lua name=luapipe_leaderboard_submit_35b80a6502\n'
     "-- Keep a player's best score and return [improved, best, rank] (rank 0 = top).\n"
     '-- Generated by luapipe from leaderboard_submit.toml; do not edit: run `luapipe generate`.\n'
-    '-- FCALL luapipe_leaderboard_submit_01d52c2559 <numkeys> keys... args...\n'
+    '-- FCALL luapipe_leaderboard_submit_35b80a6502 <numkeys> keys... args...\n'
 ) + PRELUDE + (
     '\n'
     'redis.register_function{\n'
-    "  function_name = 'luapipe_leaderboard_submit_01d52c2559',\n"
+    "  function_name = 'luapipe_leaderboard_submit_35b80a6502',\n"
     '  callback = function(KEYS, ARGV)\n'
     '    local v_board = KEYS[1]\n'
-    "    local v_player = _arg(ARGV[1], 'player')\n"
-    "    local v_score = _arg(_num(ARGV[2]), 'score')\n"
-    "    local v_best = _num(_nil(redis.call('ZSCORE', v_board, v_player)))\n"
-    '    local v_above = redis.call(\'ZCOUNT\', v_board, ("(" .. _fmt(math.max(v_score, _co(v_best, v_score)))), "+inf")\n'
+    '    local v_player = ARGV[1]\n'
+    "    if v_player == nil then error('ERR argument player is not valid') end\n"
+    '    local v_score = ARGV[2]\n'
+    '    if v_score ~= nil then v_score = tonumber(v_score) end\n'
+    "    if v_score == nil then error('ERR argument score is not valid') end\n"
+    "    local v_best = redis.call('ZSCORE', v_board, v_player)\n"
+    '    if v_best then\n'
+    '      v_best = tonumber(v_best)\n'
+    '    else\n'
+    '      v_best = nil\n'
+    '    end\n'
+    '    local v_above = redis.call(\'ZCOUNT\', v_board, ("(" .. string.format(\'%.17g\', math.max(v_score, _co(v_best, v_score)))), "+inf")\n'
     '    local v_improved = ((v_best == nil) or (v_score > _co(v_best, (0.0))))\n'
     '    local v_top = (v_improved and v_score or _co(v_best, v_score))\n'
-    '    local _w = {}\n'
-    "    if v_improved then _w[#_w + 1] = {'ZADD', v_board, _fmt(v_score), v_player} end\n"
-    '    return _run(_w, {(v_improved and (1) or (0)), _fmt(v_top), v_above})\n'
+    '    local _e, _r\n'
+    '    if v_improved then\n'
+    "      _r = redis.pcall('ZADD', v_board, string.format('%.17g', v_score), v_player)\n"
+    "      if type(_r) == 'table' and _r.err then _e = tostring(_r.err) end\n"
+    '    end\n'
+    '    if _e then return redis.error_reply(_e) end\n'
+    "    return {(v_improved and (1) or (0)), string.format('%.17g', v_top), v_above}\n"
     '  end,\n'
     '}\n'
 )

@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from luapipe.bench import running
 from luapipe.bench.benchkeys import key
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.stats import LatencyHistogram
@@ -165,8 +166,10 @@ def client_for(plan: ClientPlan) -> redis.Redis:
 
 def _default_sigterm() -> None:
     """A forked worker dies at once on SIGTERM (the parent's handler turns SIGTERM into
-    KeyboardInterrupt so that it cleans up; a worker has nothing to clean up)."""
+    KeyboardInterrupt so that it cleans up; a worker has nothing to clean up), and leaves a
+    Ctrl-C to the parent, which stops it."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
@@ -186,6 +189,8 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
     Every worker is stopped before this returns or raises (an interrupt included)."""
     ctx = mp.get_context("fork")
     procs: list[tuple[Any, Connection]] = []
+    n = len(plans)
+    token = running.started(f"{n} benchmark worker{'' if n == 1 else 's'}")
     try:
         for plan in plans:
             recv, send = ctx.Pipe(duplex=False)
@@ -205,6 +210,7 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
         for p, recv in procs:
             _stop(p)
             recv.close()
+        running.stopped(token)
 
 
 def _stop(p: Any) -> None:
@@ -269,6 +275,7 @@ class Bystander:
         self._ctl, child = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(target=_bystander_main, args=(url, interval_s, child), daemon=True)
         self._proc.start()
+        self._token: int | None = running.started(f"the bystander probe (pid {self._proc.pid})")
         child.close()
 
     def begin(self) -> None:
@@ -297,3 +304,6 @@ class Bystander:
         """Stop the probe without waiting for its results (after an error or interrupt)."""
         _stop(self._proc)
         self._ctl.close()
+        if self._token is not None:
+            running.stopped(self._token)
+            self._token = None

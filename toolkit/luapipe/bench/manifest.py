@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from luapipe.errors import EnvironmentProblem, mask_url
+from luapipe.errors import EnvironmentProblem, printable_url
 
 __all__ = ["build_manifest", "netem_available", "refuse_fake"]
 
@@ -79,7 +79,7 @@ def build_manifest(admin: redis.Redis, url: str, spec: dict[str, Any]) -> dict[s
     return {
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "redis": {
-            "url": mask_url(url),
+            "url": printable_url(url),
             # Valkey 8 says server_name:valkey, valkey_version:8.0.1 and server_mode, and
             # keeps redis_version at 7.2.4 (the Redis it forked from) for old clients
             "server": info.get("server_name") or "redis",

@@ -21,6 +21,7 @@ __all__ = ["PATIENCE_S", "Events", "patiently", "transient"]
 
 PATIENCE_S = 20.0
 T = TypeVar("T")
+_PIPELINE_PREFIX = " of pipeline caused error: "
 _TRANSIENT_REPLIES = ("BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "NOSCRIPT")
 
 
@@ -32,6 +33,9 @@ def transient(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionFailed | OutcomeUnknown | BusyError):
         return True
     text = str(exc).lstrip()
+    # redis-py's pipeline names the command first: "Command # 1 (UNLINK k) of pipeline
+    # caused error: BUSY Redis is busy running a script..."
+    text = text.rpartition(_PIPELINE_PREFIX)[2] or text
     return text.startswith(_TRANSIENT_REPLIES) or (
         isinstance(exc, redis.ResponseError) and "BUSY" in text[:40]
     )

@@ -27,6 +27,7 @@ from collections import deque
 from pathlib import Path
 from types import TracebackType
 
+from luapipe.bench import running
 from luapipe.bench.calibrate import Calibration, calibrate, measure_ping, measure_ping_rtt_us
 
 __all__ = ["Calibration", "RttProxy", "calibrate", "measure_ping", "measure_ping_rtt_us"]
@@ -231,6 +232,7 @@ class RttProxy:
         self.port = 0
         self.spin_us = 0.0  # how long before each deadline the proxy stops sleeping and spins
         self._proc: subprocess.Popen[str] | None = None
+        self._token: int | None = None
 
     def start(self) -> RttProxy:
         env = dict(os.environ)
@@ -241,8 +243,15 @@ class RttProxy:
         boot = "import sys; from luapipe.bench.rttproxy import _main; _main(sys.argv[1:])"
         cmd = [sys.executable, "-c", boot, self.upstream, str(self.rtt_ms)]
         self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, bufsize=1
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            bufsize=1,
+            start_new_session=True,  # stopped by luapipe, not by the terminal's Ctrl-C
         )
+        self._token = running.started(f"the delay proxy (pid {self._proc.pid})")
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().split()
         if len(line) != 3 or line[0] != "listening":
@@ -269,6 +278,15 @@ class RttProxy:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        try:
+            self._stop(proc)
+        finally:
+            if self._token is not None:
+                running.stopped(self._token)
+                self._token = None
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen[str]) -> None:
         with contextlib.suppress(OSError):
             if proc.stdin:
                 proc.stdin.close()

@@ -48,7 +48,7 @@ from luapipe.bench.topology import (
     workload_skips,
 )
 from luapipe.bench.workloads import Workload
-from luapipe.errors import LuapipeError, mask_url, translate
+from luapipe.errors import LuapipeError, printable_url, translate
 
 __all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
 
@@ -271,11 +271,14 @@ def run_bench(
     stopped answering the harness) raises a :class:`~luapipe.errors.LuapipeError`.
     """
     if not url.startswith(("redis://", "rediss://")):
-        raise LuapipeError(f"bench needs a TCP Redis URL (redis://host:port), not {mask_url(url)}")
+        raise LuapipeError(
+            f"bench needs a TCP Redis URL (redis://host:port), not {printable_url(url)}"
+        )
     try:
         return _run_bench(url, workloads, config, progress)
     except redis.RedisError as exc:
-        raise translate(exc, where=mask_url(url), sent=True) from None
+        host, port = hostport(url)  # the node, as the transports name it
+        raise translate(exc, where=f"{host}:{port}", sent=True) from None
 
 
 def _run_bench(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from luapipe.bench import running
 from luapipe.errors import EnvironmentProblem
 
 __all__ = [
@@ -130,6 +132,7 @@ class EmbeddedRedis:
         self.directory = directory or tempfile.mkdtemp(prefix="luapipe-redis-")
         self.startup_timeout = startup_timeout
         self._proc: subprocess.Popen[bytes] | None = None
+        self._token: int | None = None
         self.info: ServerProcess | None = None
 
     def _command(self, port: int) -> list[str]:
@@ -157,6 +160,9 @@ class EmbeddedRedis:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
+                # its own session: a Ctrl-C at the terminal reaches luapipe, which stops this
+                # server itself (after the run's clean-up), not the server behind its back
+                start_new_session=True,
             )
             deadline = time.monotonic() + self.startup_timeout
             try:
@@ -167,6 +173,8 @@ class EmbeddedRedis:
                         self._proc = proc
                         self.port = port
                         self.info = ServerProcess(self.host, port, proc.pid, self.directory)
+                        what = f"the private redis-server (pid {proc.pid})"
+                        self._token = running.started(what)
                         return self.info
                     time.sleep(0.01)
             except BaseException:  # Ctrl-C or SIGTERM while it starts: no one else knows
@@ -187,17 +195,40 @@ class EmbeddedRedis:
 
     def stop(self) -> None:
         """Stop the process this object started (by PID) and remove its temp dir."""
-        if self._proc is not None:
-            _terminate(self._proc)
-            self._proc = None
+        self._end()
         if self._own_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def restart(self) -> ServerProcess:
-        """Stop and start again on the same port (the cache and data are gone)."""
+    def _end(self) -> None:
         if self._proc is not None:
             _terminate(self._proc)
             self._proc = None
+        if self._token is not None:
+            running.stopped(self._token)
+            self._token = None
+
+    def death(self) -> str | None:
+        """How the server stopped on its own: ``stopped on its own (killed by signal 9,
+        SIGKILL)``, or ``... (exit status 1; its last log line: ...)``; None while it runs
+        (and after :meth:`stop`, which is not on its own)."""
+        if self._proc is None:
+            return None
+        status = self._proc.poll()
+        if status is None:
+            return None
+        if status < 0:
+            try:
+                name = f", {signal.Signals(-status).name}"
+            except ValueError:
+                name = ""
+            return f"stopped on its own (killed by signal {-status}{name})"
+        last = self._failure(self._proc, self.port) if self.port else ""
+        said = f"; its last log line: {last}" if last and not last.startswith("no answer") else ""
+        return f"stopped on its own (exit status {status}{said})"
+
+    def restart(self) -> ServerProcess:
+        """Stop and start again on the same port (the cache and data are gone)."""
+        self._end()
         for _ in range(100):  # the old socket may linger a moment (self.port is kept)
             try:
                 return self.start()

@@ -3,7 +3,8 @@
 Each command parses options, calls one library function and renders the result; the main
 group (:class:`LuapipeGroup`) is the one place that turns a
 :class:`~luapipe.errors.LuapipeError` into one line on stderr and exit code 1 (click's usage
-errors exit 2). The commands live by job: :mod:`.scripts` (scripts, deploy),
+errors exit 2), and an interrupt (Ctrl-C, SIGTERM) into one line naming what it stopped and
+exit code 130 (143). The commands live by job: :mod:`.scripts` (scripts, deploy),
 :mod:`.operations` (generate, verify), :mod:`.bench` (bench, report, demo). Only this
 package imports click or prints.
 """
@@ -18,9 +19,10 @@ from typing import Any
 import click
 import redis.exceptions
 
+from luapipe.bench import running
 from luapipe.cli import bench, operations, scripts
 from luapipe.cli._common import CLUSTER_KEY, URL_KEY, fail
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, printable_url, translate
 
 __all__ = ["LuapipeGroup", "main"]
 
@@ -31,10 +33,17 @@ class LuapipeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
         except LuapipeError as exc:
             fail(str(exc))
         except redis.exceptions.RedisClusterException as exc:  # not translated by the library
-            fail(f"cannot use {ctx.meta.get(URL_KEY, 'the server')} as a Redis Cluster: {exc}")
+            url = ctx.meta.get(URL_KEY)
+            where = printable_url(url) if url else "the server"
+            fail(f"cannot use {where} as a Redis Cluster: {exc}")
+        except redis.exceptions.RedisError as exc:  # a library path that did not translate
+            url = ctx.meta.get(URL_KEY)
+            fail(str(translate(exc, where=printable_url(url) if url else "", sent=True)))
         except BrokenPipeError:  # output piped into `head`
             sys.stderr.close()
             sys.exit(0)
@@ -57,19 +66,44 @@ def main(ctx: click.Context, cluster: bool | None) -> None:
     _sigterm_like_ctrl_c(ctx)
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    # A second SIGTERM must not cut the clean-up short (stopping the private server).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+#: the signal that interrupted the command, and what was running when it arrived
+_INTERRUPT: dict[str, Any] = {}
+_NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    # A second signal must not cut the clean-up short (stopping the private server).
+    for sig in _NAMES:
+        signal.signal(sig, signal.SIG_IGN)
+    _INTERRUPT.update(signum=signum, running=running.now())
     raise KeyboardInterrupt
 
 
 def _sigterm_like_ctrl_c(ctx: click.Context) -> None:
     """SIGTERM (a CI cancel, ``timeout``) unwinds like Ctrl-C, so every context manager stops
-    what it started: the private redis-server, the RTT proxy, the benchmark's workers."""
+    what it started: the private redis-server, the RTT proxy, the benchmark's workers; the
+    handler notes what was running, for the one line :func:`_interrupted` prints."""
     if threading.current_thread() is not threading.main_thread():
         return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
+    _INTERRUPT.clear()
+    previous = {sig: signal.signal(sig, _on_signal) for sig in _NAMES}
+    ctx.call_on_close(lambda: [signal.signal(sig, h) for sig, h in previous.items()])
+
+
+def _interrupted() -> None:
+    """One line naming what the interrupt stopped (everything it had started, unwound by
+    then), and exit code 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM."""
+    signum = _INTERRUPT.get("signum", signal.SIGINT)
+    was = _INTERRUPT.get("running", [])
+    left = running.now()  # still running after the clean-up: say so, never claim it stopped
+    done = [w for w in was if w not in left]
+    line = f"interrupted by {_NAMES.get(signum, f'signal {signum}')}"
+    if done:
+        line += f"; stopped {running.describe(done)}"
+    if left:
+        line += f"; could not stop {running.describe(left)}"
+    click.echo(f"error: {line}", err=True)
+    sys.exit(128 + int(signum))
 
 
 for _command in (*scripts.COMMANDS, *operations.COMMANDS, *bench.COMMANDS):

@@ -1,5 +1,6 @@
 """What every command shares: the one line for an error, JSON output, the common options,
-and the client built from ``--url`` (the only place the CLI builds one)."""
+the ``--url`` check (an invalid URL is a usage error, exit code 2, in every command) and the
+client built from ``--url`` (the only place the CLI builds one)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ from typing import Any, NoReturn
 import click
 import redis
 
-from luapipe.errors import mask_url
+from luapipe.errors import LuapipeError, mask_url, printable_url
 from luapipe.scripts.registry import ScriptRegistry, bundled_scripts_dir
-from luapipe.wire.connect import client_from_url, resolve_url
+from luapipe.wire.connect import SCHEMES, client_from_url, resolve_url, url_problem
 
 __all__ = [
     "CLUSTER_KEY",
+    "TCP_SCHEMES",
     "URL_KEY",
+    "BadUrl",
     "bench_server",
+    "check_url",
+    "checked_url",
     "client",
     "dir_option",
     "emit_json",
@@ -42,6 +47,37 @@ def fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+class BadUrl(click.UsageError):
+    """An invalid ``--url`` (or ``$REDIS_URL``): a usage error (exit code 2) in every
+    command, printed as one line like every other error."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {mask_url(self.format_message())}", err=True)
+
+
+#: the schemes bench and demo take (their delay proxy and workers speak TCP)
+TCP_SCHEMES = ("redis://", "rediss://")
+
+
+def check_url(url: str, what: str = "--url", schemes: tuple[str, ...] = SCHEMES) -> str:
+    """``url`` if redis-py can use it, else :class:`BadUrl` saying why (the URL shown by
+    :func:`~luapipe.errors.printable_url`: no password, and no piece of one)."""
+    problem = url_problem(url, schemes)
+    if problem is not None:
+        raise BadUrl(f"invalid {what} {printable_url(url)}: {problem}")
+    return url
+
+
+def checked_url(schemes: tuple[str, ...] = SCHEMES) -> Any:
+    """A click callback for a ``--url`` option: checked when the options are parsed,
+    before the command starts anything."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        return check_url(value, schemes=schemes) if value else value
+
+    return callback
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
@@ -50,6 +86,8 @@ def client(url: str | None) -> redis.Redis:
     """The client for ``--url`` (else ``$REDIS_URL``, else localhost), cluster or not."""
     ctx = click.get_current_context(silent=True)
     resolved = resolve_url(url)
+    if not url:  # $REDIS_URL (the default is valid): checked as --url is
+        check_url(resolved, "$REDIS_URL")
     cluster = None
     if ctx is not None:
         cluster = ctx.meta.get(CLUSTER_KEY)
@@ -88,29 +126,48 @@ dir_option = click.option(
     help="Scripts directory [default: ./scripts_lua, else the bundled library].",
 )
 url_option = click.option(
-    "--url", default=None, help="Redis URL [default: $REDIS_URL or redis://127.0.0.1:6379/0]."
+    "--url",
+    default=None,
+    callback=checked_url(),
+    help="Redis URL [default: $REDIS_URL or redis://127.0.0.1:6379/0].",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def bench_server(url: str | None) -> Any:
-    """The server to benchmark: ``--url``, else a private embedded redis-server.
+    """The server to benchmark: ``--url`` (connected to once first, so that a wrong
+    password, a refused connection or a server that is not Redis reads as in every other
+    command, before anything starts), else a private embedded redis-server.
 
     Never REDIS_URL: that names the server the other commands deploy to, often one with real
-    data, and a benchmark or a verify run writes to the server it is given."""
+    data, and a benchmark or a verify run writes to the server it is given. A private server
+    that stops on its own during the run is reported as such, with its exit status."""
     import contextlib
 
     from luapipe.bench.server import EmbeddedRedis
 
     if url:
+        client_from_url(url, cluster=False).close()
         return contextlib.nullcontext(url)
 
     @contextlib.contextmanager
     def embedded() -> Any:
-        with EmbeddedRedis() as server:
+        server = EmbeddedRedis()
+        info = server.start()
+        try:
             click.echo(
-                f"started a private redis-server on {server.address} (pid {server.pid})", err=True
+                f"started a private redis-server on {info.address} (pid {info.pid})", err=True
             )
-            yield server.url
+            yield info.url
+        except (LuapipeError, redis.RedisError, OSError):
+            death = server.death()
+            if death is None:
+                raise
+            raise LuapipeError(
+                f"the private redis-server on {info.address} (pid {info.pid}) {death} during "
+                "the run, which stopped there"
+            ) from None
+        finally:
+            server.stop()
 
     return embedded()

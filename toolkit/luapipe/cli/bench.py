@@ -171,6 +171,7 @@ def _finish(
 @click.argument("specs", nargs=-1)
 @click.option(
     "--url",
+    callback=common.checked_url(common.TCP_SCHEMES),
     help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
     "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
 )
@@ -315,6 +316,7 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
 @click.command()
 @click.option(
     "--url",
+    callback=common.checked_url(common.TCP_SCHEMES),
     help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
     "[default: a private redis-server; REDIS_URL is not used]",
 )

@@ -41,6 +41,7 @@ def generate(specs: tuple[str, ...], out: str | None, py_out: str | None) -> Non
 @click.option(
     "--url",
     default=None,
+    callback=common.checked_url(),
     help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
 )
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from luapipe.cli import _common as common
-from luapipe.errors import LuapipeError, mask_url
+from luapipe.errors import LuapipeError, printable_url
 from luapipe.scripts.deploy import LOCK_NAME, DeployReport, Drift, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
 from luapipe.scripts.registry import ScriptRegistry
@@ -146,7 +146,17 @@ def scripts_status(directory: str | None, url: str | None, as_json: bool) -> Non
 @scripts.command("call")
 @click.argument("name")
 @click.option("--key", "-k", "keys", multiple=True, help="A key (repeat, in order).")
-@click.option("--arg", "-a", "args", multiple=True, help="An argument (repeat, in order).")
+@click.option(
+    "--arg", "-a", "args", multiple=True, help="An argument, as written (repeat, in order)."
+)
+@click.option(
+    "--arg-file",
+    "arg_files",
+    multiple=True,
+    type=click.File("rb"),
+    help="An argument read from a file, byte for byte ('-' is stdin); after the --arg ones, "
+    "in order (repeat). For values too long for a command line.",
+)
 @common.dir_option
 @common.url_option
 @common.json_option
@@ -154,6 +164,7 @@ def scripts_call(
     name: str,
     keys: tuple[str, ...],
     args: tuple[str, ...],
+    arg_files: tuple[Any, ...],
     directory: str | None,
     url: str | None,
     as_json: bool,
@@ -162,9 +173,10 @@ def scripts_call(
     nil, lists and maps as JSON (with --json: always JSON, nil is null). A broken script
     elsewhere in the directory does not stop the call of a good one."""
     reg = common.registry(directory, strict=False)
-    if reg.function_call(name, keys, args) is None:  # a function's counts checked there
-        reg[name].check_call(keys, args)  # before connecting
-    result = _plain(reg.call(common.client(url), name, keys=keys, args=args))
+    values: tuple[str | bytes, ...] = (*args, *(f.read() for f in arg_files))
+    if reg.function_call(name, keys, values) is None:  # a function's counts checked there
+        reg[name].check_call(keys, values)  # before connecting
+    result = _plain(reg.call(common.client(url), name, keys=keys, args=values))
     click.echo(json.dumps(result) if as_json else _show(result))
 
 
@@ -192,7 +204,7 @@ def _show(value: Any) -> str:
 def scripts_flush(url: str | None, yes: bool) -> None:
     """SCRIPT FLUSH: empties the server's whole script cache (every application's)."""
     client = common.client(url)  # a wrong URL fails before the question
-    where = mask_url(resolve_url(url))
+    where = printable_url(resolve_url(url))
     if not yes:
         question = f"Flush every cached script (every application's) on {where}?"
         try:

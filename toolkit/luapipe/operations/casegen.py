@@ -123,8 +123,13 @@ def _families(op: OperationModel) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _int_like(op: OperationModel) -> bool:
-    return any(r.conv == "int" for r in op.reads) or any(
-        w.cmd in ("INCR", "INCRBY", "DECR", "DECRBY", "HINCRBY") for w in op.writes
+    """Whether values should mostly be numbers: read as ints, counted, or a named write's
+    reply converted to a number (edge values still come now and then)."""
+    counters = ("INCR", "INCRBY", "DECR", "DECRBY", "HINCRBY", "INCRBYFLOAT", "HINCRBYFLOAT")
+    return (
+        any(r.conv == "int" for r in op.reads)
+        or any(w.cmd in counters for w in op.writes)
+        or any(w.conv is not None for w in op.writes)
     )
 
 

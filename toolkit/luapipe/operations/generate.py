@@ -7,6 +7,7 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import jinja2
 
-from luapipe.operations.expr.compile import lua_expr, lua_wire, py_expr, py_wire
+from luapipe.operations import luabody
+from luapipe.operations.expr.compile import py_expr, py_wire
 from luapipe.operations.expr.parse import Type
-from luapipe.operations.model import Expr, OperationModel, Read
+from luapipe.operations.model import Expr, OperationModel, Read, Write
 
 __all__ = [
     "GENERATED_NAME",
@@ -56,84 +58,42 @@ def _safe_comment(text: str) -> str:
     return out
 
 
-def _lua(e: Expr) -> str:
-    return lua_expr(e.node, e.types)
-
-
-def _lua_arg(e: Expr) -> str:
-    code = _lua(e)
-    kind = e.type.kind
-    if kind == "int":
-        return f"string.format('%d', {code})"
-    if kind == "float":
-        return f"_fmt({code})"
-    if kind == "bool":
-        return f"({code} and '1' or '0')"
-    return code
-
-
-def _lua_parse(t: Type, src: str) -> str:
-    return {"int": f"_pint({src})", "float": f"_num({src})", "bool": f"_bool({src})"}.get(
-        t.kind, src
-    )
-
-
-def _lua_read(r: Read) -> str:
-    call = ", ".join([repr(r.cmd), _lua(r.key), *(_lua_arg(a) for a in r.args)])
-    value = f"redis.call({call})"
-    conv = {"int": "_rint", "float": "_rflt"}.get(r.conv or "", "")
-    if r.reply == "list[str]":
-        value = f"_map({value}, {conv})" if conv else value
-    elif r.reply == "bool":
-        value = f"({value} == 1)"
-    elif r.reply == "float?":
-        value = f"_num(_nil({value}))"
-    elif r.reply in ("str?", "int?"):
-        value = f"{conv}(_nil({value}))" if conv else f"_nil({value})"
-    if r.default is not None:
-        value = f"_co({value}, {_lua(r.default)})"
-    if r.each is not None:
-        value = f"_map({_lua(r.each)}, function(v_it) return {value} end)"
-    return f"local v_{r.name} = {value}"
-
-
 def lua_body(op: OperationModel) -> str:
     """The statements shared by the script and the function (KEYS/ARGV in, reply out)."""
-    out: list[str] = []
-    for i, k in enumerate(op.keys, start=1):
-        if k.variadic:
-            out.append(f"local v_{k.name} = {{}}")
-            out.append(f"for i = {i}, #KEYS do v_{k.name}[#v_{k.name} + 1] = KEYS[i] end")
-        else:
-            out.append(f"local v_{k.name} = KEYS[{i}]")
-    for i, a in enumerate(op.args, start=1):
-        if a.type.kind == "list":
-            assert a.type.elem is not None
-            item = f"_arg({_lua_parse(a.type.elem, 'ARGV[i]')}, {a.name!r})"
-            out.append(f"local v_{a.name} = {{}}")
-            out.append(f"for i = {i}, #ARGV do v_{a.name}[#v_{a.name} + 1] = {item} end")
-        else:
-            out.append(f"local v_{a.name} = _arg({_lua_parse(a.type, f'ARGV[{i}]')}, {a.name!r})")
-    out += [_lua_read(r) for r in op.reads]
-    out += [f"local v_{let.name} = {_lua(let.expr)}" for let in op.lets]
-    out.append("local _w = {}")
-    for w in op.writes:
-        cmd = "{" + ", ".join([repr(w.cmd), _lua(w.key), *(_lua_arg(a) for a in w.args)]) + "}"
-        stmt = f"_w[#_w + 1] = {cmd}"
-        if w.when is not None:
-            stmt = f"if {_lua(w.when)} then {stmt} end"
-        if w.each is not None:
-            stmt = f"for _, v_it in ipairs({_lua(w.each)}) do {stmt} end"
-        out.append(stmt)
-    rets = [lua_wire(_lua(r), r.type) for r in op.returns]
-    ret = "{" + ", ".join(rets) + "}" if op.returns_tuple else rets[0]
-    out.append(f"return _run(_w, {ret})")
-    return "\n".join(out) + "\n"
+    return luabody.lua_body(op)
 
 
-def prelude() -> str:
-    """The Lua helpers every generated script and library starts with."""
-    return _ENV.get_template("prelude.lua.j2").render()
+#: a helper of the prelude: ``local function _name(`` starts its definition
+_HELPER = re.compile(r"^local function (_[a-z]+)\(", re.MULTILINE)
+_CALL = re.compile(r"(?<![\w.])(_[a-z]+)\(")
+
+
+@functools.cache
+def _helpers() -> dict[str, str]:
+    """Each helper of the prelude template and its definition, in the template's order."""
+    text = _ENV.get_template("prelude.lua.j2").render()
+    starts = [(m.start(), m[1]) for m in _HELPER.finditer(text)]
+    ends = [s for s, _ in starts[1:]] + [len(text)]
+    return {name: text[start:end] for (start, name), end in zip(starts, ends, strict=True)}
+
+
+def prelude(op: OperationModel | None = None) -> str:
+    """The Lua helpers a generated script or library starts with: those ``op``'s body calls
+    (and the helpers they call), in the template's order; every helper without ``op``.
+
+    A script's top level runs on every EVALSHA, so each helper defined there is a closure
+    built per call: only the ones used are defined. A library defines them once, at load."""
+    helpers = _helpers()
+    if op is None:
+        return "".join(helpers.values())
+    want: set[str] = set()
+    todo = [n for n in _CALL.findall(lua_body(op)) if n in helpers]
+    while todo:
+        name = todo.pop()
+        if name not in want:
+            want.add(name)
+            todo += [n for n in _CALL.findall(helpers[name]) if n in helpers]
+    return "".join(text for name, text in helpers.items() if name in want)
 
 
 #: stands for the prelude while a module's Lua is cut around it (never in generated text)
@@ -154,7 +114,7 @@ def _context(op: OperationModel, prelude_text: str | None = None) -> dict[str, o
             for a in op.args
         ],
         "returns": _safe_comment(", ".join(r.text for r in op.returns)),
-        "prelude": prelude() if prelude_text is None else prelude_text,
+        "prelude": prelude(op) if prelude_text is None else prelude_text,
         "body": lua_body(op),
     }
 
@@ -193,7 +153,9 @@ def _library_text(op: OperationModel, prelude_text: str | None, name: str) -> st
 
 
 def _generated_name(op_name: str, holed_text: str) -> str:
-    return f"luapipe_{op_name}_{hashlib.sha1(holed_text.encode()).hexdigest()[:10]}"
+    # code read from a server (functions gc) may hold bytes that are not UTF-8
+    digest = hashlib.sha1(holed_text.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"luapipe_{op_name}_{digest[:10]}"
 
 
 def library_name(op: OperationModel) -> str:
@@ -259,6 +221,18 @@ def _py_read(r: Read) -> str:
     )
 
 
+def _py_reply(w: Write) -> str:
+    """A named write's reply ``r`` (no error) as its type, as the Lua side converts it."""
+    if w.reply == "bool":
+        return "(r is not None)" if w.cmd == "SET" else "(r in (1, True))"
+    if w.reply == "float":
+        return "_rt.score(r)"
+    if w.reply == "str?":
+        conv = {"int": "_rt.rint", "float": "_rt.rflt"}.get(w.conv or "", "")
+        return f"{conv}(_rt.opt_text(r))" if conv else "_rt.opt_text(r)"
+    return "_rt.ck(r)" if w.cmd in luabody.COUNTERS else "r"
+
+
 def _py_type(t: Type) -> str:
     if t.kind == "list":
         assert t.elem is not None
@@ -267,15 +241,17 @@ def _py_type(t: Type) -> str:
 
 
 def _lines(text: str) -> str:
+    if not text:
+        return "''"
     parts = text.splitlines(keepends=True)
     return "(\n" + "".join(f"    {line!r}\n" for line in parts) + ")"
 
 
-def _around_prelude(render: Callable[[str], str]) -> str:
+def _around_prelude(render: Callable[[str], str], used: str) -> str:
     """Python source for a Lua text that contains the prelude once: the text before it,
     ``PRELUDE``, the text after it (the module holds the prelude once for both)."""
     head, tail = render(_PRELUDE_MARK).split(_PRELUDE_MARK)
-    assert head + prelude() + tail == render(prelude())
+    assert head + used + tail == render(used)
     return f"{_lines(head)} + PRELUDE + {_lines(tail)}"
 
 
@@ -289,15 +265,16 @@ def python_module(op: OperationModel) -> str:
             f"_rt.WriteStep({w.cmd!r}, lambda e: {_py(w.key)}, ("
             + "".join(f"lambda e: {_py_arg(a)}, " for a in w.args).rstrip(" ")
             + f"), {'lambda e: ' + _py(w.when) if w.when else 'None'}, "
-            + f"{'lambda e: ' + _py(w.each) if w.each else 'None'})"
+            + f"{'lambda e: ' + _py(w.each) if w.each else 'None'}"
+            + (f", {w.name!r}, lambda r: {_py_reply(w)})" if w.name else ")")
             for w in op.writes
         ],
         ret="[" + ", ".join(rets) + "]" if op.returns_tuple else rets[0],
         sig_keys=[(k.name, "list[str]" if k.variadic else "str") for k in op.keys],
         sig_args=[(a.name, _py_type(a.type)) for a in op.args],
-        prelude=_lines(prelude()),
-        lua_script=_around_prelude(lambda text: lua_script(op, text)),
-        lua_library=_around_prelude(lambda text: lua_library(op, text)),
+        prelude=_lines(prelude(op)),
+        lua_script=_around_prelude(lambda text: lua_script(op, text), prelude(op)),
+        lua_library=_around_prelude(lambda text: lua_library(op, text), prelude(op)),
         function_name=function_name(op),
         invariant=f"lambda e: {_py(op.invariant.check)}" if op.invariant else "None",
         round_trips={f: op.round_trips(f) for f in op.forms},

@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 
+from luapipe.errors import translate
 from luapipe.operations import prelude
 from luapipe.operations.generate import generated_operation, library_name
 from luapipe.operations.model import OperationModel
@@ -150,14 +151,17 @@ def collect_generated(
         deleted: list[str] = []
         kept: list[str] = []
         others = 0
-        for library, code in sorted(_all_libraries(node).items()):
-            if generated_operation(library, code) is None:
-                others += 1
-            elif library in kept_names:
-                kept.append(library)
-            else:
-                if not dry_run:
-                    node.execute_command("FUNCTION", "DELETE", library)
-                deleted.append(library)
+        try:  # a refusal (NOPERM, no FUNCTION command) is luapipe's one-line error
+            for library, code in sorted(_all_libraries(node).items()):
+                if generated_operation(library, code) is None:
+                    others += 1
+                elif library in kept_names:
+                    kept.append(library)
+                else:
+                    if not dry_run:
+                        node.execute_command("FUNCTION", "DELETE", library)
+                    deleted.append(library)
+        except (redis.RedisError, OSError) as exc:  # NOPERM, a lost node: luapipe's words
+            raise translate(exc, where=name, sent=True) from None
         out.append(Collected(name, tuple(deleted), tuple(kept), others))
     return out

@@ -117,12 +117,20 @@ class Let:
 
 @dataclass(frozen=True)
 class Write:
+    """One write command. A named write's reply is bound to ``name`` (of ``type``: the
+    command's ``reply`` kind, converted by ``conv``, optional under ``when``, a list under
+    ``each``), for the returns only: every form knows it only after its writes."""
+
     cmd: str
     key: Expr
     args: tuple[Expr, ...]
     when: Expr | None
     each: Expr | None
     dynamic: bool
+    name: str | None = None
+    reply: str | None = None  # int, bool, float, str? (see commands.WRITE_REPLIES)
+    conv: str | None = None  # "int" or "float": a str? reply converted
+    type: Type | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,18 @@ class OperationModel:
         if self.bench is not None and self.bench.wrote is not None:
             return self.bench.wrote
         return write_flag(self.writes, self.returns, self.returns_tuple)
+
+    @property
+    def write_names(self) -> frozenset[str]:
+        """The names bound to write replies."""
+        return frozenset(w.name for w in self.writes if w.name is not None)
+
+    @property
+    def late_returns(self) -> bool:
+        """The reply uses a write's reply, so every form computes it after the writes (an
+        error in it then comes after the writes ran; otherwise it comes before any)."""
+        names = self.write_names
+        return any(r.names & names for r in self.returns)
 
     @property
     def read_only(self) -> bool:

@@ -69,11 +69,15 @@ class ReadStep:
 
 @dataclass(frozen=True)
 class WriteStep:
+    """One write; a named one binds its reply, converted, to ``name`` for the returns."""
+
     cmd: str
     key: Fn
     args: tuple[Fn, ...]
     when: Fn | None
     each: Fn | None
+    name: str | None = None
+    convert: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class Plan:
     function_name: str
     read_only: bool
     invariant: Fn | None = None
+    #: the returns use a write's reply: computed after the writes (else before any is sent)
+    late_returns: bool = False
 
     @property
     def levels(self) -> int:

@@ -26,6 +26,10 @@
     key = "stock"
     args = ["qty"]
     when = "ok"
+    # name = "after"                        # optional: names the reply, which only the
+                                            # returns may use (int, bool, float or str?;
+                                            # nil when not sent; a list with each; as =
+                                            # "int" or "float" converts a str reply)
 
     [invariant]                             # optional: checked by the benchmark
     description = "stock never below zero"
@@ -48,9 +52,9 @@ from typing import Any
 
 from luapipe.errors import SpecError
 from luapipe.operations.benchspec import bench_section
-from luapipe.operations.commands import READS, WRITES
-from luapipe.operations.expr.parse import BOOL, INT, STR, Type, list_of, parse_type
-from luapipe.operations.model import Invariant, Let, Read, Write
+from luapipe.operations.commands import READS, WRITES, write_reply
+from luapipe.operations.expr.parse import BOOL, INT, STR, Literal, Type, list_of, parse_type
+from luapipe.operations.model import Expr, Invariant, Let, Read, Write
 from luapipe.operations.operation import Operation
 from luapipe.operations.specbuild import (
     NAME_RE,
@@ -68,7 +72,7 @@ __all__ = ["load_operation", "load_operations", "parse_operation"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 READ_FIELDS = frozenset({"name", "cmd", "key", "args", "as", "default", "each"})
-WRITE_FIELDS = frozenset({"cmd", "key", "args", "when", "each"})
+WRITE_FIELDS = frozenset({"cmd", "key", "args", "when", "each", "name", "as"})
 #: arguments after the key (least, most; None = any): no write can name a second key
 _ARITY: dict[str, tuple[int, int | None]] = {"SET": (1, None), "ZADD": (2, None)}
 _ARITY |= dict.fromkeys(("HSET", "HMSET"), (2, None))
@@ -215,9 +219,69 @@ def _writes(b: Builder, raw: Any) -> tuple[Write, ...]:
         when = b.expr(f"{field}.when", data["when"], env) if "when" in data else None
         if when is not None and when.type != BOOL:
             b.problem(f"{field}.when", f"must be a bool, got {when.type} (no truthiness)")
+        named = _named(b, field, data, cmd, args, when is not None, each is not None)
         if key is not None and all(a is not None for a in args):
-            out.append(Write(cmd, key, tuple(a for a in args if a), when, each, dynamic))
+            out.append(Write(cmd, key, tuple(a for a in args if a), when, each, dynamic, *named))
+    for w in out:
+        if w.name is not None and w.type is not None:
+            b.env[w.name] = w.type  # from here on: for the returns only
     return tuple(out)
+
+
+def _named(
+    b: Builder,
+    field: str,
+    data: dict[str, Any],
+    cmd: str,
+    args: list[Expr | None],
+    when: bool,
+    each: bool,
+) -> tuple[str | None, str | None, str | None, Type | None]:
+    """A named write's (name, reply kind, conversion, type); all None when unnamed, or
+    when the name is refused (then it is failed: no cascade of errors where it is used)."""
+    conv = data.get("as")
+    if isinstance(data.get("name"), str):
+        b.failed.add(data["name"])  # until it checks out
+    if "name" not in data:
+        if conv is not None:
+            b.problem(f"{field}.as", 'converts a named write\'s reply (hint: name = "...")')
+        return None, None, None, None
+    nm = b.name(f"{field}.name", data["name"])
+    words = [
+        (
+            a.node.value if isinstance(a.node, Literal) and isinstance(a.node.value, str) else None,
+            a.type.kind,
+        )
+        for a in args
+        if a is not None
+    ]
+    reply, why = write_reply(cmd, words)
+    if reply is None:
+        b.problem(f"{field}.name", why)
+        return None, None, None, None
+    t = parse_type(reply.rstrip("?"))
+    t = t.optional if reply.endswith("?") else t
+    if conv is not None:
+        if conv not in ("int", "float") or reply != "str?":
+            b.problem(
+                f"{field}.as",
+                f"only a str reply converts, to 'int' or 'float' ({cmd} replies {reply})",
+            )
+            return None, None, None, None
+        t = parse_type(conv).optional
+    if when:
+        t = t.optional
+    if each and t.opt:
+        why = "the write has a when" if when else f"{cmd} may reply nil"
+        b.problem(
+            f"{field}.name",
+            f"a named write with each replies a list, which cannot hold nil ({why})",
+        )
+        return None, None, None, None
+    if nm is None:
+        return None, None, None, None
+    b.failed.discard(nm)
+    return nm, reply, conv, list_of(t) if each else t
 
 
 def _not_utf8(v: Any, field: str = "") -> str | None:
@@ -279,10 +343,15 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     description = string_field(b, data, "description", False)
     if isinstance(data.get("name"), str) and not NAME_RE.fullmatch(name):
         b.problem("name", f"{name!r} is not a valid name (lower-case letters, digits, _)")
+    raw_writes = data.get("writes")
+    for i, w in enumerate(raw_writes if isinstance(raw_writes, list) else [], start=1):
+        if isinstance(w, dict) and isinstance(w.get("name"), str):
+            b.write_names.setdefault(w["name"], f"writes[{i}]")
     keys = keys_section(b, data.get("keys"))
     args = args_section(b, data.get("args", {}))
     reads = _reads(b, data.get("reads", []))
     lets = _lets(b, data.get("let", {}))
+    before_writes = dict(b.env)  # what the invariant may use: no write's reply
     writes = _writes(b, data.get("writes", []))
     raw_ret = data.get("returns")
     as_tuple = isinstance(raw_ret, list)
@@ -290,6 +359,13 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
     rets = [b.expr("returns", r) for r in raw_rets]
     if raw_ret is None:
         b.problem("returns", 'missing (hint: returns = "ok" or returns = ["ok", "left"])')
+    used = {n for r in rets if r for n in r.names}
+    for i, w in enumerate(writes, start=1):
+        if w.name is not None and w.name not in used and rets and all(rets):
+            b.problem(
+                f"writes[{i}].name",
+                f"{w.name!r} is never used: only returns may use a write's reply",
+            )
     invariant = None
     inv = data.get("invariant")
     if inv is not None and not isinstance(inv, dict):
@@ -298,7 +374,7 @@ def parse_operation(text: str, path: str = "<spec>") -> Operation:
         for extra in sorted(set(inv) - {"description", "check"}):
             b.problem(f"invariant.{extra}", "unknown field (known: check, description)")
         string_field(b, inv, "description", False, "invariant.")
-        e = b.expr("invariant.check", inv["check"]) if "check" in inv else None
+        e = b.expr("invariant.check", inv["check"], before_writes) if "check" in inv else None
         if "check" not in inv:
             b.problem("invariant.check", 'missing (hint: check = "available >= 0")')
         if e and e.type not in (BOOL, INT, parse_type("float")):

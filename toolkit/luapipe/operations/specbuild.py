@@ -66,6 +66,8 @@ class Builder:
         self.levels: dict[str, int] = {}
         self.key_names: set[str] = set()
         self.failed: set[str] = set()  # names whose definition failed: no cascade errors
+        #: names of write replies -> their write ("writes[2]"): only returns may use them
+        self.write_names: dict[str, str] = {}
 
     def problem(self, field: str, message: str) -> None:
         line, at = self.lines.get(field), field
@@ -117,7 +119,14 @@ class Builder:
             t, types = check(node, env if env is not None else self.env)
         except ExprError as exc:
             m = re.match(r"unknown name '(\w+)'", str(exc))
-            if m is None or m[1] not in self.failed:
+            if m is not None and m[1] in self.write_names and m[1] not in self.failed:
+                self.problem(
+                    field,
+                    f"{m[1]!r} is the reply of {self.write_names[m[1]]}: only returns may use a "
+                    "write's reply (the pipelined form has it after its write batch, the "
+                    "transaction form after EXEC)",
+                )
+            elif m is None or m[1] not in self.failed:
                 self.problem(field, f"{exc} at column {exc.col} in {excerpt(text, exc.col)}")
             return None
         return Expr(text, node, t, types)

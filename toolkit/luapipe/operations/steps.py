@@ -6,7 +6,9 @@ yields a batch of commands per round trip and is sent the replies);
 
 Reads run level by level (a read that depends on another is in the next level), in the
 order Lua runs them, so the first error is the same error in every form; then the compute
-step; then every write is attempted and the first failure raised after the rest ran.
+step; then every write is attempted and the first failure raised after the rest ran. The
+reply is computed before any write is sent, unless it uses a write's reply: the pipelined
+form has those after its write batch, the transaction form after EXEC (:func:`finish`).
 
 The script form is the registry's own call (:func:`script_call` builds it), and so is the
 function form (:func:`function_call`): FCALL alone in steady state; on the exact "ERR
@@ -46,6 +48,7 @@ __all__ = [
     "commands",
     "compute",
     "exec_replies",
+    "finish",
     "function_call",
     "library_of",
     "naive_steps",
@@ -99,16 +102,37 @@ def commands(batch: Batch) -> list[Cmd]:
     return [c for b in batch for c in b[2]]
 
 
-def compute(plan: Plan, env: Env) -> tuple[list[Cmd], Any]:
-    """The compute step: ``lets`` into ``env``, then the writes to send and the reply."""
+def compute(plan: Plan, env: Env) -> tuple[list[Cmd], list[int], Any]:
+    """The compute step: ``lets`` into ``env``; then the writes to send, the write each one
+    comes from (its index in ``plan.writes``), and the reply, which is None when it uses a
+    write's reply (:func:`finish` computes it then)."""
     for name, fn in plan.lets:
         env[name] = fn(env)
     cmds: list[Cmd] = []
-    for w in plan.writes:
+    owners: list[int] = []
+    for i, w in enumerate(plan.writes):
         for e in [{**env, "it": it} for it in w.each(env)] if w.each else [env]:
             if w.when is None or w.when(e):
                 cmds.append((w.cmd, w.key(e), *(a(e) for a in w.args)))
-    return cmds, plan.returns(env)
+                owners.append(i)
+    return cmds, owners, None if plan.late_returns else plan.returns(env)
+
+
+def finish(plan: Plan, env: Env, owners: Sequence[int], replies: Sequence[Any], ret: Any) -> Any:
+    """After the writes (every one attempted): the first error is raised; then the replies of
+    named writes go into ``env``, converted, and the reply that uses them is computed. A
+    write skipped by its ``when`` leaves nil; one with ``each`` gives a list."""
+    raise_first(replies)
+    if not plan.late_returns:
+        return ret
+    for i, w in enumerate(plan.writes):
+        if w.name is None:
+            continue
+        got = [
+            w.convert(r) if w.convert else r for r, o in zip(replies, owners, strict=True) if o == i
+        ]
+        env[w.name] = got if w.each else got[0] if got else None
+    return plan.returns(env)
 
 
 def raise_first(replies: Sequence[Any]) -> None:
@@ -139,12 +163,11 @@ def naive_steps(plan: Plan, env: Env) -> Batches[Any]:
             apply_reads([step], replies, env, None)
         if pending is not None:
             raise pending
-    writes, ret = compute(plan, env)
+    writes, owners, ret = compute(plan, env)
     replies = []
     for c in writes:
         replies.append((yield encode([c]))[0])
-    raise_first(replies)
-    return ret
+    return finish(plan, env, owners, replies, ret)
 
 
 def read_level_steps(plan: Plan, level: int, env: Env) -> Batches[None]:
@@ -157,10 +180,8 @@ def pipelined_steps(plan: Plan, env: Env) -> Batches[Any]:
     """A round trip per read level, then one for the writes (none when nothing is written)."""
     for level in range(plan.levels):
         yield from read_level_steps(plan, level, env)
-    writes, ret = compute(plan, env)
-    if writes:
-        raise_first((yield encode(writes)))
-    return ret
+    writes, owners, ret = compute(plan, env)
+    return finish(plan, env, owners, (yield encode(writes)) if writes else [], ret)
 
 
 def transaction_steps(plan: Plan, env: Env) -> Batches[tuple[bool, Any]]:
@@ -170,19 +191,18 @@ def transaction_steps(plan: Plan, env: Env) -> Batches[tuple[bool, Any]]:
         replies = exec_replies((yield encode([("MULTI",), *commands(batch), ("EXEC",)])))
         assert replies is not None
         apply_reads(batch, replies, env, pending)
-        return True, compute(plan, env)[1]
+        return True, compute(plan, env)[2]
     for level in range(plan.levels):
         batch, pending = read_batch(plan, level, env)
         cmds = commands(batch)
         watch = ("WATCH", *dict.fromkeys(c[1] for c in cmds))
         replies = yield encode([watch, *cmds] if len(watch) > 1 else cmds)
         apply_reads(batch, replies[1:] if len(watch) > 1 else replies, env, pending)
-    writes, ret = compute(plan, env)
+    writes, owners, ret = compute(plan, env)
     committed = exec_replies((yield encode([("MULTI",), *writes, ("EXEC",)])))
     if committed is None:
         return False, None
-    raise_first(committed)
-    return True, ret
+    return True, finish(plan, env, owners, committed, ret)
 
 
 def aborted(plan: Plan, retries: int) -> TransactionAborted:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
@@ -28,11 +29,13 @@ from luapipe.scripts.protocol import (
     script_error,
     script_result,
 )
-from luapipe.scripts.script import LuaScript
+from luapipe.scripts.script import LuaScript, param_name
+from luapipe.wire.limits import BulkLimits, Sized, might_exceed, sizes_steps
 from luapipe.wire.policy import RetryPolicy
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
     Locate,
+    LocateMany,
     Nodes,
     Refresh,
     Send,
@@ -193,7 +196,7 @@ def after_evalsha(
         return redirect
     script = call.script
     if not reply.is_noscript:
-        raise script_error(script, reply.text)
+        raise script_error(script, reply.text, reply.where, reply.command)
     known.discard(node, script.sha)
     (reply,) = yield Send([call.eval()], node, asking)
     redirect = Redirect.of(reply)
@@ -235,6 +238,7 @@ def call_steps(
             return outcome
         yield Refresh(outcome, policy.refresh_delay(0))
     slot = slot_of(call.keys) if cluster else None
+    yield from size_steps([call], [slot], known.limits)
     return (
         yield from on_slot_node(
             lambda node, asking: call_on_node(call, known, node, asking),
@@ -244,6 +248,39 @@ def call_steps(
             read_only=call.script.read_only,
         )
     )
+
+
+# -- sizes -------------------------------------------------------------------------------
+def _values(entry: Entry) -> Sequence[Any]:
+    return entry.args[1:] if isinstance(entry, Command) else (*entry.keys, *entry.args)
+
+
+def _sized(entry: Entry) -> list[Sized]:
+    if isinstance(entry, Command):
+        return [(f"pipeline command {entry.name}", "args", entry.args[1:], lambda i: "")]
+    callee = entry.script if isinstance(entry, ScriptCall) else entry.function
+    who = f"{'script' if isinstance(entry, ScriptCall) else 'function'} {callee.name!r}"
+    return [
+        (who, "keys", entry.keys, partial(param_name, callee.keys)),
+        (who, "args", entry.args, partial(param_name, callee.args)),
+    ]
+
+
+def size_steps(
+    entries: Sequence[Entry], slots: Sequence[int | None], known: BulkLimits | None = None
+) -> Steps[None]:
+    """Refuse, before anything is sent, a key or argument longer than its node's
+    proto-max-bulk-len (only when a value is 1 MB or more; ``known`` remembers the limits:
+    see wire.limits)."""
+    big = [i for i, e in enumerate(entries) if might_exceed(_values(e))]
+    if not big:
+        return
+    nodes = yield LocateMany(tuple(slots[i] for i in big))
+    per_node: dict[str, list[Sized]] = {}
+    for i, node in zip(big, nodes, strict=True):
+        per_node.setdefault(node, []).extend(_sized(entries[i]))
+    for node, items in per_node.items():
+        yield from sizes_steps(node, items, known)
 
 
 # -- one function call ---------------------------------------------------------------------
@@ -286,6 +323,7 @@ def function_call_steps(
             return outcome
         yield Refresh(outcome, policy.refresh_delay(0))
     slot = slot_of(call.keys) if cluster else None
+    yield from size_steps([call], [slot])
 
     def attempt(node: str, asking: bool) -> Steps[Any]:
         (reply,) = yield Send([call.fcall_args()], node, asking)
@@ -340,6 +378,7 @@ def execute_steps(
     node that refused the connection) are routed again; anything that may have run is
     never re-sent."""
     slots = (yield from _slots(entries, transaction)) if cluster else [None] * len(entries)
+    yield from size_steps(entries, slots, known.limits)
     reloads = 0
 
     def part(node: str, asking: bool, idx: list[int]) -> Steps[list[Any]]:

@@ -52,6 +52,7 @@ __all__ = [
     "FunctionCall",
     "LiveLibrary",
     "conflict_error",
+    "function_owners",
     "heal_batch",
     "list_command",
     "live_library",
@@ -128,6 +129,19 @@ def live_library(reply: Any, name: str) -> LiveLibrary | None:
         names = frozenset(_text(_fields(f).get("name", "")) for f in info.get("functions") or ())
         return LiveLibrary(name, library_sha(code.decode("utf-8", "surrogateescape")), names)
     return None
+
+
+def function_owners(reply: Any) -> dict[str, str]:
+    """{lower-case function name: its library} from a ``FUNCTION LIST`` reply (the
+    server's function names are case-insensitive)."""
+    if isinstance(reply, ReplyError | BaseException) or not reply:
+        return {}
+    out = {}
+    for item in reply:
+        info = _fields(item)
+        for f in info.get("functions") or ():
+            out[_text(_fields(f).get("name", "")).lower()] = _text(info.get("library_name", ""))
+    return out
 
 
 def conflict_error(library: FunctionLibrary, live_sha: str, node: str, what: str) -> ServerError:

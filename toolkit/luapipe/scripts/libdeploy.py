@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from luapipe.errors import ConnectionFailed, LuapipeError, ServerError
+from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
 from luapipe.scripts.libdrift import library_drift
+from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
     NodeState,
@@ -59,9 +60,11 @@ class Change:
     def command(self) -> Command:
         if self.after is None:
             return Command(("FUNCTION", "DELETE", self.library))
+        # code read from a server may hold bytes that are not UTF-8: sent back as they were
+        code = self.after.encode("utf-8", "surrogateescape")
         if self.before is None:
-            return Command(("FUNCTION", "LOAD", self.after))
-        return Command(("FUNCTION", "LOAD", "REPLACE", self.after))
+            return Command(("FUNCTION", "LOAD", code))
+        return Command(("FUNCTION", "LOAD", "REPLACE", code))
 
     def undone(self) -> Change:
         return Change(self.node, self.library, self.after, self.before)
@@ -113,6 +116,32 @@ def _order(changes: list[Change]) -> list[Change]:
         return 1 if c.kept is not None else 2 if c.before is not None else 3
 
     return sorted(changes, key=rank)
+
+
+def _givers_first(
+    changes: list[Change], state: NodeState, registers: Mapping[str, Iterable[str]]
+) -> list[Change]:
+    """A library that takes a function another changed library holds on the node goes
+    after that one (a function moving between two of the directory's libraries: the server
+    refuses a name still registered). ``registers``: the functions each library's new code
+    registers. A cycle (two libraries swapping functions) keeps its order: the server
+    refuses it, and the change is put back."""
+    changing = {c.library for c in changes if c.after is not None}
+    takes: dict[str, set[str]] = {}
+    for c in changes:
+        if c.after is not None and c.kept is None:
+            owners = {state.owners.get(n.lower()) for n in registers.get(c.library, ())}
+            takes[c.library] = {o for o in owners if o in changing and o != c.library}
+    out: list[Change] = []
+    waiting = list(changes)
+    while waiting:
+        done = {c.library for c in out}
+        ready = [c for c in waiting if takes.get(c.library, set()) <= done]
+        if not ready:  # a cycle
+            return out + waiting
+        out += ready
+        waiting = [c for c in waiting if c not in ready]
+    return out
 
 
 def _refused(changes: Sequence[Change], replies: Sequence[object]) -> tuple[int, str] | None:
@@ -205,7 +234,7 @@ def _conflicts(
             continue
         for lib in libraries:
             for f in lib.functions:
-                owner = state.owners.get(f.name)
+                owner = state.owners.get(f.name.lower())
                 if owner is None or owner == lib.name or owner in prune:
                     continue
                 if owner in ours and ours[owner].function(f.name) is None:
@@ -215,6 +244,17 @@ def _conflicts(
     return out
 
 
+def _need_a_primary(states: Sequence[NodeState], what: str) -> None:
+    """A URL naming a replica (of a server that is no cluster) reaches no primary: nothing
+    could be loaded there, so say where to go instead of reporting success."""
+    if states and not any(s.primary for s in states):
+        s = states[0]
+        raise ServerError(
+            f"no library {what}: {s.node} is a replica (of {s.primary_of}); Function libraries "
+            "are loaded on a primary and replicate: use the primary's URL"
+        )
+
+
 def deploy_libraries_steps(
     libraries: Sequence[FunctionLibrary], *, prune: Sequence[str] = ()
 ) -> Steps[LibraryOutcome]:
@@ -222,6 +262,7 @@ def deploy_libraries_steps(
     keeping each replaced code in the node's rollback copy; then confirm every node."""
     names = _names(libraries, prune)
     states = yield from read_state_steps(names)
+    _need_a_primary(states, "deployed")
     conflicts = _conflicts(libraries, states, prune)
     if conflicts:
         listed = "; ".join(str(d) for d in conflicts)
@@ -230,12 +271,13 @@ def deploy_libraries_steps(
     plan: dict[str, list[Change]] = {}
     for state in states:
         if state.primary:
-            plan[state.node] = _order(_node_plan(libraries, state, prune))
+            changes = _order(_node_plan(libraries, state, prune))
+            registers = {lib.name: lib.function_names for lib in libraries}
+            plan[state.node] = _givers_first(changes, state, registers)
     done = yield from apply_steps(plan, "deploy")
     drift = yield from _wait_steps(plan, states)
-    if done:
-        after = yield from read_state_steps(names)
-        drift += [d for d in library_drift(libraries, after) if d.kind in ("missing", "differs")]
+    after = (yield from read_state_steps(names)) if done else states  # replicas too
+    drift += [d for d in library_drift(libraries, after) if d.kind in ("missing", "differs")]
     nodes = tuple(s.node for s in states)
     return LibraryOutcome(tuple(done), nodes, tuple(warnings), tuple(drift))
 
@@ -271,13 +313,23 @@ def check_libraries_steps(
     return library_drift(libraries, states, stale), tuple(s.node for s in states)
 
 
+def _registered(code: str, name: str) -> tuple[str, ...]:
+    """The functions kept code registers (none known if it no longer reads)."""
+    try:
+        return parse_library(code, path=name).function_names
+    except ScriptError:
+        return ()
+
+
 def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[LibraryOutcome]:
     """On every primary, load back the code each library had before the last deploy that
     replaced it (its rollback copy), keeping the current code as the copy in turn (so a
     second rollback undoes the first). Only ``libraries`` are touched."""
     states = yield from read_state_steps(_names(libraries))
+    _need_a_primary(states, "rolled back")
     plan: dict[str, list[Change]] = {}
     notes = []
+    registers: dict[str, tuple[str, ...]] = {}
     for state in states:
         if not state.primary:
             continue
@@ -296,7 +348,8 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
             swap = keeper_source(lib.name, now) if now is not None else None
             changes.append(Change(state.node, kept.name, kept.code, swap))
             changes.append(Change(state.node, lib.name, now, old))
-        plan[state.node] = _order(changes)
+            registers[lib.name] = _registered(old, lib.name)
+        plan[state.node] = _givers_first(_order(changes), state, registers)
     done = yield from apply_steps(plan, "rollback")
     drift = yield from _wait_steps(plan, states)
     nodes = tuple(s.node for s in states)

@@ -11,7 +11,7 @@ allowed, a lost ``no-writes``/``allow-oom``/``allow-stale``/``allow-cross-slot-k
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from luapipe.errors import ScriptError
 from luapipe.scripts.drift import Drift
@@ -38,24 +38,43 @@ def _narrower(before: tuple[Param, ...], after: tuple[Param, ...]) -> bool:
     return new.maximum is not None and (old.maximum is None or new.maximum < old.maximum)
 
 
-def _signature_drift(lib: FunctionLibrary, live: LiveLibrary, node: str) -> list[Drift]:
+def _signature_drift(
+    lib: FunctionLibrary,
+    live: LiveLibrary,
+    node: str,
+    live_by_function: Mapping[str, LiveLibrary],
+    ours: Mapping[str, str],
+) -> list[Drift]:
     """A function that keeps its name but changes its keys, args or flags so that a call
-    the live version takes is refused now (or that disappears): its callers would break."""
-    try:
-        old: FunctionLibrary | None = parse_library(live.code, path=f"{node}:{lib.name}")
-    except ScriptError:
-        old = None
+    the live version takes is refused now (or that disappears): its callers would break.
+
+    ``live_by_function``: the live library of the directory holding each function on the
+    node, and ``ours``: the library of the directory whose file registers each function;
+    a function that moves from one of the directory's libraries to another is compared
+    with its live version there, and is not gone."""
+    parsed: dict[str, FunctionLibrary | None] = {}
+
+    def old_version(source: LiveLibrary) -> FunctionLibrary | None:
+        if source.name not in parsed:
+            try:
+                parsed[source.name] = parse_library(source.code, path=f"{node}:{source.name}")
+            except ScriptError:
+                parsed[source.name] = None
+        return parsed[source.name]
+
     out = []
     advice = "callers of the live version would break; give the new version a new name"
     for f in lib.functions:
-        live_flags = live.flags(f.name)
-        if live_flags is None:
+        source = live if live.flags(f.name) is not None else live_by_function.get(f.name)
+        live_flags = source.flags(f.name) if source is not None else None
+        if source is None or live_flags is None:
             continue  # a new function: nobody calls it yet
         changed = []
         lost = (set(live_flags) - set(f.flags)) & _NEEDED_FLAGS
         gained = (set(f.flags) - set(live_flags)) & _REFUSING_FLAGS
         if lost or gained:
             changed.append(f"flags [{', '.join(live_flags)}] -> [{', '.join(f.flags)}]")
+        old = old_version(source)
         was = old.function(f.name) if old is not None else None
         if was is not None:
             for kind, before, after in (("keys", was.keys, f.keys), ("args", was.args, f.args)):
@@ -65,7 +84,7 @@ def _signature_drift(lib: FunctionLibrary, live: LiveLibrary, node: str) -> list
         if changed:
             out.append(Drift("signature", f.name, node, f"{'; '.join(changed)}: {advice}"))
     for name, _ in live.functions:
-        if lib.function(name) is None:
+        if lib.function(name) is None and name not in ours:
             detail = f"function of {lib.name!r} is gone from the file: {advice}"
             out.append(Drift("signature", name, node, detail))
     return out
@@ -79,7 +98,15 @@ def library_drift(
     recorded that the directory no longer has (``stale``) still loaded."""
     out: list[Drift] = []
     stale = list(stale)
+    ours = {f.name: lib.name for lib in libraries for f in lib.functions}
+    names = {lib.name for lib in libraries}
     for state in states:
+        live_by_function = {
+            name: live
+            for lib in libraries
+            if (live := state.libraries.get(lib.name)) is not None
+            for name, _ in live.functions
+        }
         for lib in libraries:
             live = state.libraries.get(lib.name)
             if live is None:
@@ -87,10 +114,12 @@ def library_drift(
             elif live.code != lib.source:
                 detail = f"library code {live.sha[:12]} there, {lib.sha[:12]} in the file"
                 out.append(Drift("differs", lib.name, state.node, detail))
-                out.extend(_signature_drift(lib, live, state.node))
+                out.extend(_signature_drift(lib, live, state.node, live_by_function, ours))
             for f in lib.functions:
-                owner = state.owners.get(f.name)
-                if owner is not None and owner != lib.name:
+                owner = state.owners.get(f.name.lower())
+                # a function moving from another of the directory's libraries is not taken:
+                # deploy replaces that library first
+                if owner is not None and owner != lib.name and owner not in names:
                     detail = f"function of library {lib.name!r} is registered by library {owner!r}"
                     out.append(Drift("taken", f.name, state.node, detail))
         for name in stale:

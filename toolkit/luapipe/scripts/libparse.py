@@ -27,6 +27,7 @@ or flag, a block naming no registered function.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,19 +49,32 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _BLOCK_RE = re.compile(r"^--+\s*@function\b\s*(?P<rest>.*)$")
 
 
+def _words(line: str) -> list[str]:
+    """The words of a ``#!`` line as the server splits them (``sdssplitargs``: blanks
+    separate, quotes group: ``name="stock"`` is ``name=stock``)."""
+    try:
+        return shlex.split(line)
+    except ValueError:  # an unbalanced quote: the server refuses the line
+        return line.split()
+
+
+def _is_name(word: str) -> bool:
+    return word[:5].lower() == "name="  # the server compares it case-insensitively
+
+
 def library_name_of(first_line: str, where: str) -> str | None:
     """The library name a ``#!lua name=<library>`` line declares; None for any other line
     (a script's ``#!lua flags=...``, code). A library line the server would refuse is a
     :class:`ScriptError` naming ``where:1``."""
     if not first_line.startswith("#!"):
         return None
-    parts = first_line[2:].split()
-    if not any(p.startswith("name=") for p in parts[1:]):
+    parts = _words(first_line[2:])
+    if not any(_is_name(p) for p in parts[1:]):
         return None
     if parts[0].lower() != "lua":
         raise ScriptError(f"{where}:1: a library's first line must start with '#!lua'")
-    names = [p[len("name=") :] for p in parts[1:] if p.startswith("name=")]
-    others = [p for p in parts[1:] if not p.startswith("name=")]
+    names = [p[len("name=") :] for p in parts[1:] if _is_name(p)]
+    others = [p for p in parts[1:] if not _is_name(p)]
     if others:
         key = others[0].partition("=")[0]
         hint = " (a function's flags go to redis.register_function)" if key == "flags" else ""
@@ -80,7 +94,7 @@ def library_name_of(first_line: str, where: str) -> str | None:
 def is_library(text: str) -> bool:
     """Whether ``text`` starts with a library's ``#!lua name=...`` line (valid or not)."""
     first = text.split("\n", 1)[0]
-    return first.startswith("#!") and any(p.startswith("name=") for p in first.split()[1:])
+    return first.startswith("#!") and any(_is_name(p) for p in _words(first[2:])[1:])
 
 
 # -- header blocks --------------------------------------------------------------------

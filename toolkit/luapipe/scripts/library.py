@@ -26,8 +26,10 @@ __all__ = ["FunctionLibrary", "LuaFunction", "library_sha"]
 
 
 def library_sha(source: str) -> str:
-    """sha1 of a library's code as sent (UTF-8): what the lock file and drift checks keep."""
-    return hashlib.sha1(source.encode("utf-8")).hexdigest()
+    """sha1 of a library's code as sent (UTF-8): what the lock file and drift checks keep.
+    Code read from a server may hold bytes that are not UTF-8 (a hand-loaded library),
+    kept as surrogates: they hash as those bytes."""
+    return hashlib.sha1(source.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,8 @@ class LuaFunction:
         """Raise :class:`~luapipe.errors.CallArgumentError` unless the counts fit the header
         and every value is one redis-py can send; nothing is sent otherwise."""
         what = f"function {self.name!r}"
-        check_values(what, "keys", keys)
-        check_values(what, "args", args)
+        check_values(what, "keys", keys, self.keys)
+        check_values(what, "args", args, self.args)
         check_count(what, self.keys, len(keys), "key")
         check_count(what, self.args, len(args), "arg")
 

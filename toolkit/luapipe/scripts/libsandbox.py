@@ -9,7 +9,8 @@ variable" for each (REDIS_FACTS.md); a string's methods (``("x"):upper()``) do w
 there. The globals and ``redis`` are read-only. ``redis.register_function`` records each
 call (positional, or the table with ``function_name``, ``callback``, ``flags``,
 ``description``) with the line it was called from, checking what the server checks: the
-arguments, the name (letters, digits, ``_``), the flags, a name registered twice.
+arguments, the name (letters, digits, ``_``), the flags, a name registered twice (also
+in another case: the server's function names are case-insensitive).
 
 The run is bounded: :data:`LOAD_CPU_SECONDS` of CPU (a server stops a load after 500 ms)
 and :data:`LOAD_MEMORY` bytes. Every failure is a :class:`~luapipe.errors.ScriptError`
@@ -51,7 +52,7 @@ _AT_CALL_TIME = frozenset(
 _HARNESS = r"""
 local code, budget, flags_text, runtime_text = ...
 local clock, sethook, getinfo = os.clock, debug.sethook, debug.getinfo
-local format, concat = string.format, table.concat
+local format, concat, lower = string.format, table.concat, string.lower
 local KNOWN = {}
 for flag in string.gmatch(flags_text, "%S+") do KNOWN[flag] = true end
 local RUNTIME_ONLY = {}
@@ -97,6 +98,12 @@ local function record(name, callback, flags, description)
     if f.name == name then
       local twice = "function '%s' is registered twice (lines %d and %d)"
       fail(3, format(twice, name, f.line, line_of(3)))
+    end
+    if lower(f.name) == lower(name) then
+      local case = "function '%s' differs from '%s' (line %d) only in case: function names " ..
+        "are case-insensitive on the server (Redis 7.0 loads such a library, then crashes " ..
+        "when it is replaced or deleted)"
+      fail(3, format(case, name, f.name, f.line))
     end
   end
   found[#found + 1] = {
@@ -227,7 +234,11 @@ def registrations(code: str, where: str) -> list[Registration]:
     runtime = lua51.LuaRuntime(register_eval=False, encoding=None, max_memory=LOAD_MEMORY)
     try:
         status, result = runtime.execute(
-            _HARNESS, body.encode("utf-8"), LOAD_CPU_SECONDS, _FLAGS_TEXT, _RUNTIME_TEXT
+            _HARNESS,
+            body.encode("utf-8", "surrogateescape"),  # code read from a server may not be UTF-8
+            LOAD_CPU_SECONDS,
+            _FLAGS_TEXT,
+            _RUNTIME_TEXT,
         )
     except lua51.LuaMemoryError:  # outside the protected call: no line to name
         raise ScriptError(

@@ -107,13 +107,16 @@ class LiveLibrary:
 @dataclass(frozen=True)
 class NodeState:
     """One node: its role, its libraries of ours (and their rollback copies) with code,
-    and the owner of every function name on it."""
+    and the owner of every function name on it (``owners`` is keyed by the lower-case
+    name: the server's function names are case-insensitive)."""
 
     node: str
     primary: bool
     replicas: int = 0
     libraries: Mapping[str, LiveLibrary] = field(default_factory=dict)
     owners: Mapping[str, str] = field(default_factory=dict)
+    #: a replica's primary (``host:port`` from ROLE); None for a primary
+    primary_of: str | None = None
 
 
 def _text(value: Any) -> str:
@@ -146,13 +149,14 @@ def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
     role = raise_for(replies[0])
     primary = _text(role[0]) == "master"
     replicas = len(role[2]) if primary and len(role) > 2 else 0
-    owners = {f: lib.name for lib in _libraries(replies[1]) for f, _ in lib.functions}
+    primary_of = None if primary else f"{_text(role[1])}:{_text(role[2])}"
+    owners = {f.lower(): lib.name for lib in _libraries(replies[1]) for f, _ in lib.functions}
     libraries = {}
     for name, reply in zip(names, replies[2:], strict=True):
         for lib in _libraries(reply):
             if lib.name == name:  # LIBRARYNAME is a pattern: keep the exact name only
                 libraries[name] = lib
-    return NodeState(node, primary, replicas, libraries, owners)
+    return NodeState(node, primary, replicas, libraries, owners, primary_of)
 
 
 def read_state_steps(libraries: Sequence[str]) -> Steps[list[NodeState]]:

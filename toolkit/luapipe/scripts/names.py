@@ -1,8 +1,9 @@
 """One namespace: script names and function names of a directory never clash.
 
 A call names a script or a function, so the two share one namespace; function names are
-also global on a server (two libraries cannot register the same one), and so are library
-names. :func:`name_clashes` finds every name given twice in a directory, as one
+also global on a server (two libraries cannot register the same one, whatever its case:
+the server's function names are case-insensitive), and so are library names.
+:func:`name_clashes` finds every name given twice in a directory, as one
 :class:`~luapipe.scripts.problems.ScriptProblem` per file involved (each naming all the
 clashes it is in); :func:`clash_error` is the one error naming them all.
 """
@@ -37,6 +38,14 @@ def _clashes(scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary])
     for lib in libraries:
         library_by.setdefault(lib.name, []).append((lib.path or lib.name, "library"))
     out = [(n, tuple(p)) for n, p in sorted(callable_by.items()) if len(p) > 1]
+    # the server's function names are case-insensitive: 'Fx' and 'fx' are one name there
+    folded: dict[str, dict[str, tuple[str, str]]] = {}
+    for lib in libraries:
+        for f in lib.functions:
+            where = f"{lib.path or lib.name}"
+            what = f"function {f.name!r} of library {lib.name!r} at line {f.line}"
+            folded.setdefault(f.name.lower(), {}).setdefault(f.name, (where, what))
+    out += [(f"case:{n}", tuple(v.values())) for n, v in sorted(folded.items()) if len(v) > 1]
     out += [(f"library:{n}", tuple(p)) for n, p in sorted(library_by.items()) if len(p) > 1]
     return out
 
@@ -46,6 +55,9 @@ def _clash_message(clashes: Sequence[Clash]) -> str:
         paths = " and ".join(p for p, _ in places)
         if name.startswith("library:"):
             return f"duplicate library name {name[len('library:') :]!r}: {paths}"
+        if name.startswith("case:"):
+            shown = " and ".join(f"{path} ({what})" for path, what in places)
+            return f"function names differ only in case (one name on the server): {shown}"
         if all(what == "script" for _, what in places):
             return f"duplicate script name {name!r}: {paths}"
         shown = " and ".join(f"{path} ({what})" for path, what in places)

@@ -44,7 +44,7 @@ from luapipe.scripts.protocol import (
     exec_item,
     raise_first,
 )
-from luapipe.scripts.script import LuaScript, call_values
+from luapipe.scripts.script import LuaScript, call_values, check_values
 from luapipe.wire import drivers
 from luapipe.wire.clients import is_cluster, require_async_client
 from luapipe.wire.policy import RetryPolicy
@@ -111,10 +111,13 @@ class EntryQueue:
         return self
 
     def execute_command(self, *args: Any, **options: Any) -> Self:
-        """What every redis-py command method calls: queue it with its parse options."""
+        """What every redis-py command method calls: queue it with its parse options. A
+        value redis-py cannot send (None, a bool...) is refused now, naming the command and
+        the argument, and what was queued before it stays queued."""
         cmd = Command(tuple(args), dict(options), parse=True)
         if cmd.name in _CONTROL:
             _refuse_control(cmd.name)
+        check_values(f"pipeline command {cmd.name}", "args", args[1:])
         self._entries.append(cmd)
         return self
 

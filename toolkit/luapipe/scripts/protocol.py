@@ -50,6 +50,7 @@ from luapipe.errors import (
 from luapipe.scripts.fcall import (
     FunctionCall,
     conflict_error,
+    function_owners,
     heal_batch,
     list_command,
     live_library,
@@ -57,6 +58,7 @@ from luapipe.scripts.fcall import (
 )
 from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.limits import BulkLimits
 from luapipe.wire.refusals import refused
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
@@ -83,6 +85,7 @@ __all__ = [
 _LINE_TAG = re.compile(r'(?:user_script|user_function|\[string "[^"]*"\]):(\d+):\s*')
 _TRAILER = re.compile(r"\s+script: \S+, on @user_(?:script|function):(\d+)\.$")
 _COMPILE = ("Error compiling script", "Error compiling function")
+_LIST_ALL = Command(("FUNCTION", "LIST"))
 
 
 def cached_by_eval(reply: Any) -> bool:
@@ -131,11 +134,13 @@ def load_command(script: LuaScript) -> Command:
 
 
 class KnownScripts:
-    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise."""
+    """Which SHAs we have seen cached, per node address. Thread-safe; a hint, never a promise.
+    ``limits``: each node's proto-max-bulk-len as last read (:mod:`luapipe.wire.limits`)."""
 
     def __init__(self) -> None:
         self._by_node: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        self.limits = BulkLimits()
 
     def has(self, node: str, sha: str) -> bool:
         shas = self._by_node.get(node)
@@ -166,7 +171,14 @@ class LuaSource(Protocol):
     def file_line(self, line: int) -> str: ...
 
 
-def script_error(script: LuaSource, text: str, *, label: str | None = None) -> LuapipeError:
+def script_error(
+    script: LuaSource,
+    text: str,
+    where: str = "",
+    command: str = "",
+    *,
+    label: str | None = None,
+) -> LuapipeError:
     """The error for a script's error reply, naming the script's file:line where known.
 
     ``label`` names the callee in messages (default ``script <name>``; a function's is
@@ -205,7 +217,7 @@ def script_error(script: LuaSource, text: str, *, label: str | None = None) -> L
             like=ResponseError,
         )
     if refused(text):  # the same reading on every engine and on fakeredis
-        return translate(ResponseError(text))
+        return translate(ResponseError(text), where=where, command=command)
     # The script's own error_reply, or a failed redis.call on a server that does not say
     # the line (fakeredis): name the lines it can have come from.
     return _runtime_error(text, f"{_error_sites(script)}: {label} failed: {text}")
@@ -246,7 +258,7 @@ def _error_sites(script: LuaSource) -> str:
 def script_result(script: LuaScript, reply: Any) -> Any:
     """A script's reply, or its error mapped to luapipe (returned, not raised)."""
     if isinstance(reply, ReplyError):
-        return script_error(script, reply.text)
+        return script_error(script, reply.text, reply.where, reply.command)
     return reply
 
 
@@ -255,28 +267,31 @@ def function_result(call: FunctionCall, reply: Any) -> Any:
     (returned, not raised)."""
     if isinstance(reply, ReplyError):
         label = f"function {call.function.name}, library {call.library.name}"
-        return script_error(call.library, reply.text, label=label)
+        return script_error(call.library, reply.text, reply.where, reply.command, label=label)
     return reply
 
 
-def load_failed(library: FunctionLibrary, reply: ReplyError, node: str) -> LuapipeError:
+def load_failed(
+    library: FunctionLibrary, reply: ReplyError, node: str, *, outcome: str = "nothing ran"
+) -> LuapipeError:
     """The error for a FUNCTION LOAD of ``library`` that failed on ``node`` (a compile or
-    load-time error at file:line, a function name another library owns...)."""
+    load-time error at file:line, a function name another library owns...); ``outcome``
+    says what ran."""
     text = reply.text
     if text.startswith("ERR Function ") and text.endswith(" already exists"):
         fn = text[len("ERR Function ") : -len(" already exists")]
         return ServerError(
             f"library {library.name!r} ({library.path or library.name}) cannot be loaded on "
             f"{node}: another library already registers a function {fn!r} (function names "
-            "are global on a server); rename one of them; nothing ran"
+            f"are global on a server); rename one of them; {outcome}"
         )
-    return script_error(library, text, label=f"library {library.name}")
+    return script_error(library, text, reply.where, reply.command, label=f"library {library.name}")
 
 
 def check_loaded(script: LuaScript, reply: Any) -> LuapipeError | None:
     """Validate a SCRIPT LOAD reply: an error, or a SHA that is not ours."""
     if isinstance(reply, ReplyError):
-        return script_error(script, reply.text)
+        return script_error(script, reply.text, reply.where, reply.command)
     sha = reply.decode() if isinstance(reply, bytes) else str(reply)
     if sha.lower() != script.sha:
         return ServerError(f"server computed SHA {sha} for {script.name}, expected {script.sha}")
@@ -315,7 +330,9 @@ class Plan:
             if unchecked:  # which version is live: refuse another before MULTI
                 self.rounds += 1
                 self._checking = unchecked
-                return [list_command(lib) for lib in unchecked]
+                # and who owns each function name: a library that cannot be loaded would
+                # fail its calls at EXEC while the rest commits
+                return [*(list_command(lib) for lib in unchecked), _LIST_ALL]
             return self._transaction_batch()
         return self._batch(list(range(len(self.entries))))
 
@@ -450,13 +467,27 @@ class Plan:
         return []
 
     def _read_check(self, replies: Sequence[Any]) -> LuapipeError | None:
-        """The libraries' live versions before a MULTI: another version is refused."""
-        for lib, reply in zip(self._checking, replies, strict=True):
+        """The libraries' live versions before a MULTI: another version is refused, and so
+        is an absent library whose function names another library owns (its load inside
+        MULTI would fail at EXEC, and its calls with it, while the rest commits)."""
+        if isinstance(replies[-1], ReplyError):
+            return _command_result(replies[-1])  # type: ignore[no-any-return]
+        owners = function_owners(replies[-1])
+        for lib, reply in zip(self._checking, replies[:-1], strict=True):
             if isinstance(reply, ReplyError):
                 return _command_result(reply)  # type: ignore[no-any-return]
             live = live_library(reply, lib.name)
-            if live is None:
-                continue  # absent: the load inside MULTI puts it there
+            if live is None:  # absent: the load inside MULTI puts it there, if it can
+                for f in lib.functions:
+                    owner = owners.get(f.name.lower())
+                    if owner is not None and owner != lib.name:
+                        return ServerError(
+                            f"library {lib.name!r} ({lib.path or lib.name}) cannot be loaded "
+                            f"on {self.node}: library {owner!r} already registers a function "
+                            f"{f.name!r} (function names are global on a server); rename one "
+                            "of them; the transaction was not sent"
+                        )
+                continue
             if live.sha != lib.sha:
                 return conflict_error(lib, live.sha, self.node, "the transaction was not sent")
             self.known.add(self.node, lib.sha)
@@ -515,7 +546,9 @@ class Plan:
         if not isinstance(load, ReplyError):  # loaded just before: its own error reply
             return function_result(call, reply)
         if not load.text.endswith(" already exists") or not load.text.startswith("ERR Library"):
-            return load_failed(call.library, load, self.node)
+            # taken since the check (the race README describes): the rest has committed
+            done = f"{call.function.name!r} did not run; the rest of the transaction committed"
+            return load_failed(call.library, load, self.node, outcome=done)
         # Another version went live after the check (the race README describes): the
         # call did not run, the rest of the transaction has committed.
         self.known.discard(self.node, call.library.sha)
@@ -541,7 +574,7 @@ def _aborted(exec_reply: ReplyError, queued: Sequence[Any]) -> LuapipeError:
 
 def _command_result(reply: Any) -> Any:
     if isinstance(reply, ReplyError):
-        return translate(ResponseError(reply.text))
+        return reply.error()
     return reply
 
 

@@ -68,6 +68,7 @@ from luapipe.wire.clients import (
     is_async_client,
     require_async_client,
 )
+from luapipe.wire.limits import might_exceed
 from luapipe.wire.policy import DEFAULT, RetryPolicy
 from luapipe.wire.replies import ReplyError
 from luapipe.wire.routing import Steps
@@ -216,9 +217,10 @@ class ScriptRegistry:
                 f"{name!r} is a function of library {library!r}, not a script: "
                 f"reg.function({name!r})"
             )
-        close = difflib.get_close_matches(name, self._scripts, n=1)
+        close = difflib.get_close_matches(name, [*self._scripts, *self._fns], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownScriptError(f"unknown script {name!r}{hint}")
+        what = "script or function" if self._fns else "script"  # a call names either
+        raise UnknownScriptError(f"unknown {what} {name!r}{hint}")
 
     def function_call(
         self, name: str, keys: Sequence[Value], args: Sequence[Value]
@@ -337,9 +339,10 @@ class ScriptRegistry:
             return self._fcall(client, name, keys, args, kind)
         script = self[name]
         script.check_call(keys, args)
-        if kind == _SYNC_CLUSTER:
-            call = ScriptCall(script, tuple(keys), tuple(args))
-            return drivers.drive(call_steps(call, self.known, self.policy, cluster=True), client)
+        if kind == _SYNC_CLUSTER or might_exceed(args) or might_exceed(keys):
+            call = ScriptCall(script, tuple(keys), tuple(args))  # a big value: sizes checked
+            cluster = kind == _SYNC_CLUSTER
+            return drivers.drive(call_steps(call, self.known, self.policy, cluster=cluster), client)
         with sync.session(client) as s:  # the fast path: one EVALSHA in steady state
             first = None
             if self.known.has(s.address, script.sha):
@@ -357,9 +360,10 @@ class ScriptRegistry:
     ) -> Any:
         fn, lib = self._fns[name]
         fn.check_call(keys, args)
-        if kind == _SYNC_CLUSTER:
-            call = FunctionCall(fn, lib, tuple(keys), tuple(args))
-            return drivers.drive(function_call_steps(call, self.policy, cluster=True), client)
+        if kind == _SYNC_CLUSTER or might_exceed(args) or might_exceed(keys):
+            call = FunctionCall(fn, lib, tuple(keys), tuple(args))  # a big value: sizes checked
+            cluster = kind == _SYNC_CLUSTER
+            return drivers.drive(function_call_steps(call, self.policy, cluster=cluster), client)
         with sync.session(client) as s:  # the fast path: one FCALL in steady state
             reply = s.send_one(fn.fcall_args(keys, args))
             if reply.__class__ is not ReplyError:
@@ -369,7 +373,8 @@ class ScriptRegistry:
             return drivers.Driver(client, s).run(steps)
 
     async def _fcall_async(self, client: Any, call: FunctionCall, kind: int) -> Any:
-        if kind == _ASYNC_CLUSTER or client.single_connection_client:
+        big = might_exceed(call.args) or might_exceed(call.keys)
+        if kind == _ASYNC_CLUSTER or client.single_connection_client or big:
             steps = function_call_steps(call, self.policy, cluster=kind == _ASYNC_CLUSTER)
             return await drivers.drive_async(steps, client)
         pool = client.connection_pool  # the fast path, as for scripts below
@@ -394,7 +399,8 @@ class ScriptRegistry:
         script = self[name]
         script.check_call(keys, args)
         call = ScriptCall(script, tuple(keys), tuple(args))
-        if kind == _ASYNC_CLUSTER or client.single_connection_client:
+        big = might_exceed(args) or might_exceed(keys)
+        if kind == _ASYNC_CLUSTER or client.single_connection_client or big:
             steps = call_steps(call, self.known, self.policy, cluster=kind == _ASYNC_CLUSTER)
             return await drivers.drive_async(steps, client)
         # The fast path, flattened (no context manager): same steps as aio.async_session.

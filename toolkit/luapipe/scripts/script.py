@@ -41,6 +41,7 @@ __all__ = [
     "check_count",
     "check_values",
     "name_of_file",
+    "param_name",
     "parse_header",
     "script_name_problem",
     "validate_name",
@@ -202,8 +203,8 @@ class LuaScript:
         """Raise :class:`CallArgumentError` unless the counts fit the header and every
         value is one redis-py can send (also a ``redis.exceptions.DataError`` otherwise)."""
         what = f"script {self.name!r}"
-        check_values(what, "keys", keys)
-        check_values(what, "args", args)
+        check_values(what, "keys", keys, self.keys)
+        check_values(what, "args", args, self.args)
         check_count(what, self.keys, len(keys), "key")
         check_count(what, self.args, len(args), "arg")
 
@@ -256,9 +257,12 @@ def call_values(name: str, kind: str, values: Any) -> Sequence[Value]:
     )
 
 
-def check_values(what: str, kind: str, values: Sequence[object]) -> None:
-    """What redis-py's encoder refuses (None, a bool, a dict...), refused before sending;
-    ``what`` names the callee (``script 'x'``)."""
+def check_values(
+    what: str, kind: str, values: Sequence[object], params: Sequence[Param] | None = None
+) -> None:
+    """What redis-py's encoder refuses (None, a bool, a dict...), refused before sending
+    (redis-py's own refusal names neither the callee nor the value); ``what`` names the
+    callee (``script 'x'``), ``params`` the declared names (``args[1] (limit)``)."""
     for v in values:
         if v.__class__ not in _PLAIN:
             break
@@ -268,7 +272,17 @@ def check_values(what: str, kind: str, values: Sequence[object]) -> None:
         if isinstance(v, bool) or not isinstance(v, _SENDABLE):
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
             raise CallArgumentError(
-                f"{what}: {kind}[{i}] is {shown} ({type(v).__name__}); keys and args "
-                "must be str, bytes, int or float; nothing was sent",
+                f"{what}: {kind}[{i}]{param_name(params, i)} is {shown} ({type(v).__name__}); "
+                "keys and args must be str, bytes, int or float; nothing was sent",
                 like=DataError,
             )
+
+
+def param_name(params: Sequence[Param] | None, i: int) -> str:
+    """`` (limit)``: the declared name of position ``i`` (a variadic one names the rest),
+    or ``""`` where nothing is declared."""
+    if not params:
+        return ""
+    if i < len(params):
+        return f" ({params[i].name})"
+    return f" ({params[-1].name})" if params[-1].variadic else ""

@@ -41,7 +41,6 @@ from luapipe.wire.replies import (
     ReplyError,
     address_of,
     as_command,
-    full_error_text,
     pack,
     whole_or_nothing,
     with_asking,
@@ -235,7 +234,7 @@ class AsyncSession:
             self.round_trips += 1
             reply = await conn.read_response()
         except rex.ResponseError as exc:
-            reply = ReplyError(full_error_text(exc))
+            reply = ReplyError.of(exc, self.address, args[0])
         except _Cut as exc:
             await self._lost()
             raise self._cut(exc, True) from exc
@@ -303,7 +302,7 @@ class AsyncSession:
                 return await reply if inspect.isawaitable(reply) else reply
             return await self.conn.read_response()
         except rex.ResponseError as exc:
-            return ReplyError(full_error_text(exc))
+            return ReplyError.of(exc, self.address, cmd.name)
 
 
 async def acquire(pool: Any) -> Any:

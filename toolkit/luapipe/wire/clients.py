@@ -9,7 +9,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from luapipe.errors import CallArgumentError
+from luapipe.errors import CallArgumentError, mask_url, printable_url
 
 __all__ = [
     "AsyncClient",
@@ -48,7 +48,9 @@ def is_async_client(client: object) -> bool:
     elif isinstance(client, _SYNC):
         found = False
     else:
-        shown = repr(client) if len(repr(client)) <= 60 else repr(client)[:57] + "..."
+        # a URL is shown as printable_url shows it, before any cut (a cut URL hides nothing)
+        text = repr(printable_url(client)) if isinstance(client, str) else mask_url(repr(client))
+        shown = text if len(text) <= 60 else text[:57] + "..."
         hint = "; make one with redis.Redis.from_url(url)" if isinstance(client, str) else ""
         raise CallArgumentError(
             "expected a redis-py client (redis.Redis, redis.cluster.RedisCluster or their "

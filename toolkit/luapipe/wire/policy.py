@@ -8,11 +8,12 @@ an error's message. :class:`~luapipe.errors.OutcomeUnknown` is never "did not ru
 
 from __future__ import annotations
 
+import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from luapipe.errors import ConnectionFailed, OutcomeUnknown, ServerError
+from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown, ServerError
 from luapipe.wire.replies import Redirect, ReplyError
 
 __all__ = ["DEFAULT", "CLUSTER_HINT", "RetryPolicy", "did_not_run", "policy_of"]
@@ -29,6 +30,10 @@ class RetryPolicy:
     - ``watch_retries``: WATCH attempts after the first for the transaction form;
     - ``refresh_base``/``refresh_cap``: the wait before re-reading the slot map (doubling);
     - ``watch_base``/``watch_cap``: the jittered wait after WATCH aborted an attempt.
+
+    Every field is checked when the policy is made (a :class:`CallArgumentError`, also a
+    ValueError): whole counts (``redirects`` >= 1, ``watch_retries`` >= 0) and finite waits
+    >= 0; the waits stay bounded by their caps at any attempt number.
     """
 
     redirects: int = 8
@@ -38,27 +43,51 @@ class RetryPolicy:
     watch_base: float = 0.0005
     watch_cap: float = 0.05
 
+    def __post_init__(self) -> None:
+        _count("redirects", self.redirects, 1)
+        _count("watch_retries", self.watch_retries, 0, alias="max_retries")
+        for name in ("refresh_base", "refresh_cap", "watch_base", "watch_cap"):
+            value = getattr(self, name)
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (ok and math.isfinite(value) and value >= 0):
+                raise CallArgumentError(
+                    f"RetryPolicy: {name} must be a finite number of seconds >= 0, got {value!r}"
+                )
+
     def refresh_delay(self, attempt: int) -> float:
         """Seconds to wait before re-reading the slot map after attempt ``attempt`` (0-based):
         a failover takes a moment."""
-        return float(min(self.refresh_base * 2**attempt, self.refresh_cap))
+        return _backoff(self.refresh_base, self.refresh_cap, attempt)
 
     def watch_delay(self, attempt: int) -> float:
         """Seconds to wait after WATCH aborted attempt ``attempt`` (0-based): jittered, capped."""
-        return random.uniform(0, min(self.watch_cap, self.watch_base * 2**attempt))
+        return random.uniform(0, _backoff(self.watch_base, self.watch_cap, attempt))
 
     def with_max_retries(self, max_retries: int | None) -> RetryPolicy:
         """This policy with ``watch_retries=max_retries`` (unchanged for None)."""
-        if max_retries is None or max_retries == self.watch_retries:
+        if max_retries is None:
             return self
-        return RetryPolicy(
-            self.redirects,
-            max_retries,
-            self.refresh_base,
-            self.refresh_cap,
-            self.watch_base,
-            self.watch_cap,
-        )
+        _count("max_retries", max_retries, 0)
+        if max_retries == self.watch_retries:
+            return self
+        return replace(self, watch_retries=max_retries)
+
+
+def _count(name: str, value: object, minimum: int, alias: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        also = f" ({alias})" if alias else ""
+        raise CallArgumentError(f"{name}{also} must be a whole number >= {minimum}, got {value!r}")
+
+
+#: 2**64 times any positive base is past every cap in seconds: no need to go further
+_MAX_DOUBLINGS = 64
+
+
+def _backoff(base: float, cap: float, attempt: int) -> float:
+    """``min(base * 2**attempt, cap)`` for any attempt (a huge one gives the cap instead of
+    an OverflowError; a negative one counts as 0)."""
+    doublings = min(max(int(attempt), 0), _MAX_DOUBLINGS)
+    return float(min(base * float(2**doublings), cap))
 
 
 DEFAULT = RetryPolicy()

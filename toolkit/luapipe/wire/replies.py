@@ -104,9 +104,23 @@ class Redirect:
 
 @dataclass(frozen=True)
 class ReplyError:
-    """An error reply in its slot. ``text`` is the server's text (first line)."""
+    """An error reply in its slot. ``text`` is the server's text (first line); ``where``
+    the node that sent it and ``command`` the command it answers, when the transport knows
+    them (messages name them: an ACL refusal says where and what)."""
 
     text: str
+    where: str = field(default="", compare=False)
+    command: str = field(default="", compare=False)
+
+    @classmethod
+    def of(cls, exc: BaseException, where: str = "", command: Any = "") -> ReplyError:
+        """The error reply redis-py raised as ``exc``, read on ``where`` for ``command``."""
+        name = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
+        return cls(full_error_text(exc), where, name.upper())
+
+    def error(self) -> LuapipeError:
+        """luapipe's error for this reply (naming the node and command where known)."""
+        return translate(rex.ResponseError(self.text), where=self.where, command=self.command)
 
     @property
     def is_noscript(self) -> bool:
@@ -148,7 +162,7 @@ def raise_for(reply: Any) -> Any:
     """Return ``reply`` or raise the luapipe error for a :class:`ReplyError`; a redirect's
     error carries it, typed, as ``.redirect`` (see :func:`luapipe.wire.policy.did_not_run`)."""
     if isinstance(reply, ReplyError):
-        err = translate(rex.ResponseError(reply.text))
+        err = reply.error()
         redirect = Redirect.of(reply)
         if redirect is not None and isinstance(err, ServerError):
             err.redirect = redirect

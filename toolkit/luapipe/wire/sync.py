@@ -181,7 +181,7 @@ class Session:
         try:
             return conn.read_response()
         except rex.ResponseError as exc:
-            return ReplyError(full_error_text(exc))
+            return ReplyError.of(exc, self.address, args[0])
         except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             self._lost()
             raise translate(exc, where=self.address, sent=True) from exc
@@ -236,7 +236,7 @@ class Session:
                 )
             return self.conn.read_response()
         except rex.ResponseError as exc:
-            return ReplyError(full_error_text(exc))
+            return ReplyError.of(exc, self.address, cmd.name)
 
 
 class session:  # lower case: used like a function, ``with session(client) as s``

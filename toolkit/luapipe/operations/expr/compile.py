@@ -44,16 +44,16 @@ def lua_str(text: str) -> str:
 # Floor division and modulo, exact for every int within 2^53 (fmod is exact; the prelude's
 # a - q * b rounds when q * b passes 2^53: 9007199254740991 % -3 gave -1, not -2).
 _FLOORDIV = (
-    "(function(a, b) if b == 0 then _err('DIVZERO', 'division by zero') end "
+    "(function(a, b) if b == 0 then error('DIVZERO division by zero') end "
     "local r = math.fmod(a, b) local q = (a - r) / b "
     "if r ~= 0 and (r < 0) ~= (b < 0) then q = q - 1 r = r + b end return _ck("
 )
 
 
 class _Lua:
-    def __init__(self, types: Types) -> None:
+    def __init__(self, types: Types, known: dict[int, str] | None = None) -> None:
         self.types = types
-        self.memo: dict[int, str] = {}
+        self.memo: dict[int, str] = dict(known or {})
 
     def t(self, node: Node) -> Type:
         return self.types[id(node)]
@@ -64,7 +64,7 @@ class _Lua:
         if self.t(node) == INT:
             return f"string.format('%d', {code})"
         if self.t(node) == FLOAT:
-            return f"_fmt({code})"
+            return f"string.format('%.17g', {code})"
         return code
 
     def c(self, node: Node) -> str:
@@ -89,6 +89,9 @@ class _Lua:
         if isinstance(node, Unary):
             if node.op == "not":
                 return f"(not {self.c(node.operand)})"
+            value = node.operand.value if isinstance(node.operand, Literal) else None
+            if isinstance(value, int | float) and not isinstance(value, bool) and value != 0:
+                return f"({-value!r})"  # a constant; never -0 (see below)
             # a call, not '-x': Lua 5.1 folds '-0' into a constant that then replaces
             # every other 0 constant of the function (found by the hypothesis test)
             neg = f"_neg({self.c(node.operand)})"
@@ -156,8 +159,10 @@ class _Lua:
         return f"_contains({a[0]}, {a[1]})"
 
 
-def lua_expr(node: Node, types: Types) -> str:
-    return _Lua(types).c(node)
+def lua_expr(node: Node, types: Types, known: dict[int, str] | None = None) -> str:
+    """The Lua code of ``node``; ``known`` gives the code of sub-nodes already computed
+    (by ``id``: a local holding the value)."""
+    return _Lua(types, known).c(node)
 
 
 def lua_wire(code: str, t: Type) -> str:
@@ -168,8 +173,12 @@ def lua_wire(code: str, t: Type) -> str:
         assert t.elem is not None
         inner = lua_wire("x", t.elem)
         return code if inner == "x" else f"_map({code}, function(x) return {inner} end)"
-    conv = {"float": f"_fmt({code})", "bool": f"({code} and 1 or 0)"}.get(t.kind, code)
+    conv = {"float": f"string.format('%.17g', {code})", "bool": f"({code} and 1 or 0)"}.get(
+        t.kind, code
+    )
     if t.opt:
+        if t.kind in ("int", "str"):
+            return f"({code} or false)"  # nil -> false (a nil reply); 0 and '' are true in Lua
         return f"_wopt({code}, function(x) return {lua_wire('x', t.required)} end)"
     return conv
 
