@@ -45,8 +45,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: venv
-	$(BIN)/ruff check toolkit tests examples
-	$(BIN)/ruff format --check toolkit tests examples
+	$(BIN)/ruff check toolkit tests examples .ci/engines.py
+	$(BIN)/ruff format --check toolkit tests examples .ci/engines.py
 	$(BIN)/lint-imports --no-logo
 
 typecheck: venv

@@ -10,8 +10,9 @@ An engine is Debian's redis-server (the default one, on PATH) or a source tarbal
 A tarball's server and redis-cli are built with TLS (``BUILD_TLS=yes``, see
 :data:`BUILD_FLAGS`) and installed into ``<cache>/<name>-<sha256[:12]>/bin`` (a Valkey build
 also answers to ``redis-server`` and ``redis-cli`` there); a later run finds it there and
-builds nothing, and a changed tarball (another checksum) is a new directory. The build happens outside the source
-tree, in a temporary directory of the cache, under a lock, and appears whole or not at all.
+builds nothing, and a changed tarball (another checksum) is a new directory. The build
+happens outside the source tree, in a temporary directory of the cache, under a lock, and
+appears whole or not at all.
 
 ``test`` runs pytest once per engine with ``LUAPIPE_REDIS_SERVER`` and ``LUAPIPE_REDIS_CLI``
 naming its binaries (the fixtures and luapipe's launcher take them from there) and, unless
@@ -105,8 +106,10 @@ def _recipe(sha: str, tarball: str) -> str:
 
 def _built(prefix: Path, sha: str, tarball: str) -> bool:
     source = prefix / "SOURCE"
-    return (prefix / "bin" / "redis-server").exists() and source.is_file() and (
-        source.read_text() == _recipe(sha, tarball)
+    return (
+        (prefix / "bin" / "redis-server").exists()
+        and source.is_file()
+        and (source.read_text() == _recipe(sha, tarball))
     )
 
 
@@ -156,7 +159,7 @@ def build(src: Path, cache: Path, jobs: int) -> list[Engine]:
             work = Path(tempfile.mkdtemp(prefix=f".build-{name}-", dir=cache))
             try:
                 with tarfile.open(tarball) as tar:
-                    tar.extractall(work, members=_safe_members(tar, name))  # noqa: S202
+                    tar.extractall(work, members=_safe_members(tar, name))
                 tree = work / name / "src"
                 log = work / "build.log"
                 staged = work / "install"
@@ -272,10 +275,10 @@ def table(rows: list[Row]) -> str:
         for r in rows
     ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join(
-        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(ln, widths)))
-        for ln in lines
-    )
+    cells = ((c, w, i < 2) for ln in lines for i, (c, w) in enumerate(zip(ln, widths, strict=True)))
+    out = [c.ljust(w) if left else c.rjust(w) for c, w, left in cells]
+    n = len(head)
+    return "\n".join("  ".join(out[k : k + n]) for k in range(0, len(out), n))
 
 
 def main(argv: list[str]) -> int:
