@@ -48,6 +48,7 @@ PINNED = [
     "TransactionAborted",
     "UnknownScriptError",
     "VerifyReport",
+    "autopipeline",
     "cluster_safety",
     "deploy",
     "generate_files",
@@ -74,7 +75,14 @@ def test_every_exported_name_exists() -> None:
 
 def test_design_names_are_exported() -> None:
     """The names DESIGN.md promises (add freely, rename never)."""
-    promised = {"ScriptRegistry", "LuaScript", "LuapipeError", "load_operation", "verify"}
+    promised = {
+        "ScriptRegistry",
+        "LuaScript",
+        "LuapipeError",
+        "load_operation",
+        "verify",
+        "autopipeline",
+    }
     assert promised <= set(luapipe.__all__)
 
 

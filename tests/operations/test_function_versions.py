@@ -139,7 +139,7 @@ def test_gc_refused_by_the_server_is_one_line(r: redis.Redis, redis_server: Serv
         r.acl_deluser("no_functions")
     assert res.exit_code == 1 and res.output.count("\n") == 1, res.output
     node = f"{redis_server.host}:{redis_server.port}"
-    assert res.output.startswith(f"error: permission denied at {node}: NOPERM")
+    assert res.output.startswith(f"error: permission denied at {node}: the ACL user may not")
     assert "function|list" in res.output
     assert "gc-secret" not in res.output
 

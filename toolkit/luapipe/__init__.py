@@ -5,6 +5,7 @@ The public API (pinned by ``tests/test_api.py``; names are never renamed)::
     reg = luapipe.ScriptRegistry.from_directory("scripts_lua")
     reg.call(client, "rate_limit_fixed", keys=["rl:alice"], args=[10, 60])
     with reg.pipeline(client) as pipe: ...
+    ap = luapipe.autopipeline(aclient)     # concurrent calls share round trips
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from luapipe.scripts.pipeline import AsyncScriptPipeline, ScriptPipeline
 from luapipe.scripts.problems import ScriptProblem
 from luapipe.scripts.registry import NodeStatus, ScriptRegistry, ScriptState
 from luapipe.scripts.script import LuaScript, Param
+from luapipe.wire.autopipe import autopipeline
 from luapipe.wire.policy import RetryPolicy
 
 __all__ = [
@@ -92,6 +94,7 @@ __all__ = [
     "TransactionAborted",
     "UnknownScriptError",
     "VerifyReport",
+    "autopipeline",
     "cluster_safety",
     "deploy",
     "generate_files",

@@ -203,6 +203,7 @@ def build_record(
     rtt_measured: float,
     clients: int,
     rate: float | None,
+    tasks: int = 1,
 ) -> Record:
     b = max(1, w.batch)
     ops = t.calls * b
@@ -216,7 +217,7 @@ def build_record(
     cpu_us, server_us = _div(t.cpu_s * 1e6, ops), _div(t.server_usec, ops)
     wait_us = _div(t.wait_s * 1e6, ops)
     rt = _div(t.round_trips, attempts)
-    if summary.mean is not None:
+    if summary.mean is not None and tasks == 1:  # the model is of one call at a time
         model = predict_ms(rt, wire_ms, server_us * b, (cpu_us + wait_us) * b)
         err = 100.0 * (model - summary.mean) / summary.mean
     share = None if t.wrote is None or not ops else t.wrote / ops
@@ -269,4 +270,5 @@ def build_record(
         invariant_cases=t.checked,
         client_wait_usec_per_op=wait_us,
         read_compute_write=bool(w.describe().get("read_compute_write", False)),
+        tasks=tasks,
     )

@@ -19,11 +19,12 @@ __all__ = [
     "tie_key",
 ]
 
-ATOMIC = frozenset({"transaction", "script", "function"})
+ATOMIC = frozenset({"transaction", "script", "function", "auto script", "auto function"})
 #: tie-break after atomicity: survives a failover with fewer moving parts (lower is better):
 #: a function is one call and is replicated and persisted; a transaction survives a failover
 #: too but runs a WATCH retry loop; a script needs each node's cache, lost on failover
 MOVING_PARTS = {"naive": 0, "pipelined": 0, "function": 0, "transaction": 1, "script": 2}
+MOVING_PARTS.update({f"auto {f}": n for f, n in list(MOVING_PARTS.items()) if f != "transaction"})
 
 
 @dataclass

@@ -61,6 +61,7 @@ class ClientPlan:
     t_end: float
     rate: float | None = None  # calls per second for this client (open loop)
     cluster: bool = False  # url is a cluster node: use a cluster client
+    tasks: int = 1  # asyncio tasks in this client process (bench/tasks.py) when > 1
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,11 @@ def _default_sigterm() -> None:
 def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
     _default_sigterm()
     try:
+        if plan.tasks > 1:  # many requests in flight: asyncio tasks (bench/tasks.py)
+            from luapipe.bench.tasks import run_tasks
+
+            out.send(WorkerResult(**run_tasks(workload, plan, runqueue_wait_s)))
+            return
         client = client_for(plan)
         out.send(run_client(workload, client, plan))
     except BaseException as exc:  # the parent reports it; a worker never hangs the run

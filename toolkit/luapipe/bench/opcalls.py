@@ -22,7 +22,7 @@ from luapipe.bench.profile import CallArgs, copy_namespace, rebase, wrote_in
 from luapipe.bench.workloads import KeyChooser
 from luapipe.operations.casegen import Case
 
-__all__ = ["OpCalls"]
+__all__ = ["AsyncOpCalls", "OpCalls"]
 
 Call = tuple[int, int, dict[str, Any], dict[str, Any]]  # case, copy, keys, args
 
@@ -103,3 +103,14 @@ class OpCalls:
         for (c, j, _, _), o in zip(picked, outcomes, strict=True):
             self.settle(c, j, o.value)
         return sum(o.retries for o in outcomes)
+
+
+class AsyncOpCalls(OpCalls):
+    """The asyncio twin (``--tasks``): the same picks and bookkeeping, one awaited call each
+    (no batches: many tasks are what puts several calls in flight)."""
+
+    async def __call__(self, i: int) -> int:  # type: ignore[override]
+        c, j, keys, args = self.pick()
+        result = await self.run(self.client, self.form, keys=keys, args=args)
+        self.settle(c, j, result.value)
+        return int(result.retries)

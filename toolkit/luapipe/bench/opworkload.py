@@ -24,7 +24,7 @@ import redis
 
 from luapipe.bench.batching import CLUSTER_REFUSAL
 from luapipe.bench.benchkeys import delete_matching, patterns
-from luapipe.bench.opcalls import OpCalls
+from luapipe.bench.opcalls import AsyncOpCalls, OpCalls
 from luapipe.bench.opcases import invariants, select_cases, write_states
 from luapipe.bench.profile import (
     DEFAULT_WRITE_SHARE,
@@ -199,6 +199,23 @@ class OperationWorkload:
             copies=int(self.state.get("copies", 1)),
             worker=worker,
             batch=self.batch,
+        )
+
+    def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> AsyncOpCalls:
+        """The asyncio calls (``--tasks``): ``client`` is a ``redis.asyncio`` client or an
+        auto-pipeline over one (``op.run`` takes either)."""
+        return AsyncOpCalls(
+            self.op,
+            client,
+            form,
+            self.cases,
+            KeyChooser(self.contention, len(self.cases)),
+            random.Random(seed * 1000 + worker),
+            draws=CallArgs.of(self.op, self.draw),
+            renew=self.renew,
+            frontier=self.state.get("frontier") or [0] * len(self.cases),
+            copies=int(self.state.get("copies", 1)),
+            worker=worker,
         )
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:

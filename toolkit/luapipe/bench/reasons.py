@@ -31,6 +31,9 @@ _MOVING = {
     "transaction": "nothing deployed, nothing lost in a failover",
     "script": "needs each node's script cache, lost on restart or failover",
 }
+# an auto-pipelined form (bench --tasks) has its form's traits
+CLUSTER.update({f"auto {f}": why for f, why in list(CLUSTER.items()) if f != "transaction"})
+_MOVING.update({f"auto {f}": why for f, why in list(_MOVING.items()) if f != "transaction"})
 
 
 def _x(v: float) -> str:

@@ -40,11 +40,13 @@ from luapipe.bench.reasons import explain
 
 __all__ = ["ATOMIC", "MOVING_PARTS", "Recommendation", "at_stake", "recommend"]
 
-_AT_STAKE = {
-    "read_compute_write": ("transaction", "script", "function"),
-    "blind_writes": ("pipelined", "script", "function"),
-    "read_only": ("pipelined", "script", "function"),
-}
+_AT_STAKE = {  # the auto-pipelined variants run only with --tasks > 1
+    "read_compute_write": ("transaction", "script", "function", "auto script", "auto function"),
+    "blind_writes": ("pipelined", "script", "function", "auto pipelined", "auto script",
+                     "auto function"),
+    "read_only": ("pipelined", "script", "function", "auto pipelined", "auto script",
+                  "auto function"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class Record:
     lost_updates: int = 0  # checked cases (state copies) whose invariant broke
     invariant_cases: int = 0  # cases (state copies) the invariant was checked on
     client_wait_usec_per_op: float = 0.0  # client runnable but waiting for a CPU
+    tasks: int = 1  # asyncio tasks per client (requests in flight per client, --tasks)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

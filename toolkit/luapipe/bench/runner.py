@@ -39,6 +39,7 @@ from luapipe.bench.patience import Events, patiently
 from luapipe.bench.results import BenchResult, Record
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
 from luapipe.bench.summary import summarize
+from luapipe.bench.tasks import auto_forms, split_form
 from luapipe.bench.topology import (
     counting_for,
     hostport,
@@ -67,6 +68,7 @@ class BenchConfig:
     bystander_interval_s: float = 0.002
     seed: int = 1
     patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
+    tasks: int = 1  # asyncio tasks per client process; > 1 adds the auto-pipelined forms
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,11 @@ class _Run:
         self.total = len(config.rtts_ms) * len(config.clients) * forms * (config.rounds + 1)
 
     def forms(self, w: Workload) -> tuple[str, ...]:
-        """The forms of ``w`` that can run here (on a cluster: not the skipped ones)."""
-        return tuple(f for f in w.forms if f not in self.skips.get(w.name, {}))
+        """The forms of ``w`` that can run here (on a cluster: not the skipped ones); with
+        several tasks per client, their auto-pipelined variants too."""
+        forms = auto_forms(w.forms) if self.config.tasks > 1 else tuple(w.forms)
+        skips = self.skips.get(w.name, {})
+        return tuple(f for f in forms if f not in skips and split_form(f)[0] not in skips)
 
     def retry(self, fn: Callable[[], T], what: str) -> T:
         """``fn()`` retried through restarts, BUSY and killed connections (idempotent)."""
@@ -167,7 +172,7 @@ class _Run:
             rate = cfg.rate / clients if cfg.rate else None
             seed = cfg.seed + 7919 * round_no
             plans = [
-                ClientPlan(target, form, k, seed, t0, t0 + seconds, rate, self.cluster)
+                ClientPlan(target, form, k, seed, t0, t0 + seconds, rate, self.cluster, cfg.tasks)
                 for k in range(clients)
             ]
             if client is not None:
@@ -220,7 +225,7 @@ class _Run:
         self, w: Workload, rtt: float, target: str, clients: int, cal: Calibration | None
     ) -> list[Record]:
         cfg = self.config
-        in_proc = clients == 1 and cfg.rate is None
+        in_proc = clients == 1 and cfg.rate is None and cfg.tasks == 1
         forms = self.forms(w)
         client = None
         if in_proc:
@@ -231,7 +236,8 @@ class _Run:
             by = Bystander(target, cfg.bystander_interval_s)
         try:
             for form in forms:
-                self.retry(partial(w.prepare, self.admin, form), f"prepare {form}")
+                base = split_form(form)[0]
+                self.retry(partial(w.prepare, self.admin, base), f"prepare {form}")
             for form in forms:  # warm-up, discarded
                 self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
                 self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
@@ -256,7 +262,10 @@ class _Run:
             if client is not None:
                 client.close()
         measured = cal.rtt_ms_measured if cal is not None else 0.0
-        return [build_record(w, f, totals[f], rtt, measured, clients, cfg.rate) for f in forms]
+        return [
+            build_record(w, f, totals[f], rtt, measured, clients, cfg.rate, cfg.tasks)
+            for f in forms
+        ]
 
 
 def run_bench(

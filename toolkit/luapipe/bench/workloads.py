@@ -13,6 +13,7 @@ Action's ``update_token``) and generated operations (see ``bench/opworkload.py``
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import math
 import random
@@ -40,15 +41,31 @@ __all__ = [
 
 OpFn = Callable[[int], int]
 
-#: forms whose effect other clients never see half-done
-ATOMIC_FORMS = frozenset({"transaction", "script", "function"})
+#: forms whose effect other clients never see half-done (auto-pipelined ones too)
+ATOMIC_FORMS = frozenset({"transaction", "script", "function", "auto script", "auto function"})
 FORM_LABELS = {
     "naive": "naive (one call at a time)",
     "pipelined": "pipelined (one round trip, not atomic)",
     "transaction": "transaction (WATCH/MULTI/EXEC)",
     "script": "Lua script (EVALSHA)",
     "function": "Redis Function (FCALL)",
+    "auto naive": "auto-pipelined commands, one at a time (shared writes)",
+    "auto pipelined": "auto-pipelined commands, all at once (shared writes, not atomic)",
+    "auto script": "auto-pipelined Lua script (EVAL through the registry)",
+    "auto function": "auto-pipelined Redis Function (FCALL)",
 }
+
+
+class AsyncCounted:
+    """The asyncio twin of :class:`Counted`: an awaitable call that counts its writes."""
+
+    def __init__(self, fn: Callable[[int], Any], writes: int) -> None:
+        self.fn, self.writes, self.wrote = fn, writes, 0
+
+    async def __call__(self, i: int) -> int:
+        retries = int(await self.fn(i))
+        self.wrote += self.writes
+        return retries
 
 
 class Counted:
@@ -77,6 +94,27 @@ class Workload(Protocol):
     def prepare(self, client: redis.Redis, form: str) -> None: ...
     def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn: ...
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]: ...
+
+
+def _auto(client: Any) -> bool:
+    return bool(getattr(type(client), "luapipe_autopipeline", False))
+
+
+_REGISTRY: list[Any] = []
+
+
+def _update_token_registry() -> Any:
+    """update_token as a registry script (what ``auto script`` calls through ``reg.call``)."""
+    if not _REGISTRY:
+        from luapipe.scripts.registry import ScriptRegistry
+        from luapipe.scripts.script import LuaScript
+
+        header = "".join(f"-- @key {k}\n" for k in ("login", "recent", "viewed", "views"))
+        header += "".join(f"-- @arg {a}\n" for a in ("token", "user", "ts", "item"))
+        _REGISTRY.append(
+            ScriptRegistry([LuaScript.from_source("update_token", header + UPDATE_TOKEN_LUA)])
+        )
+    return _REGISTRY[0]
 
 
 def zipf_exponent(contention: str) -> float | None:
@@ -166,6 +204,28 @@ class PingWorkload:
             return 0
 
         return Counted(pipelined, 0)
+
+    def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> AsyncCounted:
+        """The asyncio calls (``--tasks``): ``client`` is a ``redis.asyncio`` client or an
+        auto-pipeline over one (whose ``pipelined`` issues the PINGs at once)."""
+        n = self.batch
+
+        async def naive(i: int) -> int:
+            for _ in range(n):
+                await client.ping()
+            return 0
+
+        async def pipelined(i: int) -> int:
+            if _auto(client):
+                await asyncio.gather(*(client.ping() for _ in range(n)))
+                return 0
+            pipe = client.pipeline(transaction=False)
+            for _ in range(n):
+                pipe.ping()
+            await pipe.execute()
+            return 0
+
+        return AsyncCounted(naive if form == "naive" else pipelined, 0)
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
         return True, "no state"
@@ -308,6 +368,59 @@ class UpdateTokenWorkload:
             return 0
 
         return Counted(call, n)
+
+    def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> AsyncCounted:
+        """The asyncio calls (``--tasks``), one update_token each; ``client`` is a
+        ``redis.asyncio`` client or an auto-pipeline over one. Through an auto-pipeline,
+        ``pipelined`` issues the five commands at once (one write, not atomic) and
+        ``script`` is the registry's call (EVAL)."""
+        rng = random.Random(seed * 1000 + worker)
+        chooser = KeyChooser(self.contention, self.tokens)
+        items, sha = self.items, self.sha
+        login, recent, views, per_token = self.key_names
+        auto = _auto(client)
+        reg = _update_token_registry()
+
+        def five(k: int, i: int) -> list[Callable[[], Any]]:
+            ts, item = time.time(), f"item{i % items}"
+            viewed = f"{per_token}{k}"
+            return [
+                lambda: client.hset(login, f"tok{k}", f"user{k}"),
+                lambda: client.zadd(recent, {f"tok{k}": ts}),
+                lambda: client.zadd(viewed, {item: ts}),
+                lambda: client.zremrangebyrank(viewed, 0, -26),
+                lambda: client.zincrby(views, -1, item),
+            ]
+
+        async def call(i: int) -> int:
+            k = chooser.pick(rng)
+            if form == "naive":
+                for command in five(k, i):  # one by one: each awaited before the next
+                    await command()
+            elif form == "pipelined" and auto:
+                await asyncio.gather(*(command() for command in five(k, i)))
+            elif form in ("pipelined", "transaction"):
+                pipe = client.pipeline(transaction=form == "transaction")
+                ts, item = time.time(), f"item{i % items}"
+                viewed = f"{per_token}{k}"
+                pipe.hset(login, f"tok{k}", f"user{k}")
+                pipe.zadd(recent, {f"tok{k}": ts})
+                pipe.zadd(viewed, {item: ts})
+                pipe.zremrangebyrank(viewed, 0, -26)
+                pipe.zincrby(views, -1, item)
+                await pipe.execute()
+            else:
+                keys = (login, recent, f"{per_token}{k}", views)
+                args = (f"tok{k}", f"user{k}", time.time(), f"item{i % items}")
+                if form == "function":
+                    await client.fcall(BENCH_FUNCTION, 4, *keys, *args)
+                elif auto:
+                    await reg.call(client, "update_token", keys=keys, args=args)
+                else:
+                    await client.evalsha(sha, 4, *keys, *args)
+            return 0
+
+        return AsyncCounted(call, 1)
 
     def cluster_skips(self, client: Any) -> dict[str, str]:
         """Its keys are fixed names (Redis in Action): on a cluster they are in several slots,

@@ -229,6 +229,13 @@ def _finish(
     help="ops per call (one server): N operations batched as each form allows",
 )
 @click.option(
+    "--tasks",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="asyncio tasks per client (requests in flight); > 1 adds the auto-pipelined forms",
+)
+@click.option(
     "--rate",
     type=float,
     callback=_finite(0, inclusive=False),
@@ -250,6 +257,7 @@ def bench(
     rounds: int,
     contention: str,
     batch: int,
+    tasks: int,
     rate: float | None,
     seed: int,
     no_bystander: bool,
@@ -276,6 +284,8 @@ def bench(
         click.echo("\n".join(rep.lines()))
         _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
         return
+    if tasks > 1 and (rate is not None or batch > 1):
+        raise click.UsageError("--tasks > 1 runs closed loops of single calls: drop --rate/--batch")
     workloads = resolve_workloads(  # every name and spec checked before a server starts
         list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
     )
@@ -288,6 +298,7 @@ def bench(
         rate=rate,
         bystander=not no_bystander,
         seed=seed,
+        tasks=tasks,
     )
     with common.bench_server(url) as target:
         result = run_bench(target, workloads, config, progress=_progress())

@@ -192,6 +192,14 @@ def run(
 ) -> RunResult:
     """One call of ``plan`` in ``form`` on a sync client (``redis.Redis`` or ``RedisCluster``)."""
     require_sync_client(client, f"{plan.name} ({form})", f"the async form ({form}_async)")
+    if getattr(type(client), "luapipe_autopipeline", False):  # a thread auto-pipeline
+        if form == "transaction":  # WATCH/MULTI hold a connection: one of the pool's
+            return run(
+                plan, client.client, form, keys, args, max_retries=max_retries, policy=policy
+            )
+        call = form_steps(plan, form, keys, args, max_retries, policy, cluster=client.on_cluster)
+        (value, retries), round_trips = client.run_counted(call)
+        return RunResult(value, form, round_trips, retries)
     driver = Driver(client)
     call = form_steps(plan, form, keys, args, max_retries, policy, cluster=driver.cluster)
     value, retries = driver.run(call)
@@ -210,6 +218,14 @@ async def run_async(
 ) -> RunResult:
     """The same on a ``redis.asyncio`` client (``Redis`` or ``RedisCluster``)."""
     require_async_client(client, f"{plan.name} ({form}, async)", f"the sync form ({form})")
+    if getattr(type(client), "luapipe_autopipeline", False):  # an asyncio auto-pipeline
+        if form == "transaction":  # WATCH/MULTI hold a connection: one of the pool's
+            return await run_async(
+                plan, client.client, form, keys, args, max_retries=max_retries, policy=policy
+            )
+        call = form_steps(plan, form, keys, args, max_retries, policy, cluster=client.on_cluster)
+        (value, retries), round_trips = await client.run_counted(call)
+        return RunResult(value, form, round_trips, retries)
     driver = AsyncDriver(client)
     call = form_steps(plan, form, keys, args, max_retries, policy, cluster=driver.cluster)
     value, retries = await driver.run(call)

@@ -75,7 +75,7 @@ def _row(r: dict[str, Any], open_loop: bool) -> tuple[str, ...]:
         str(r["form"]),
         f"{float(r['rtt_ms_nominal']):g}",
         _f(r["rtt_ms_measured"]),
-        str(r["clients"]),
+        str(r["clients"]) + (f"x{r['tasks']}" if int(r.get("tasks") or 1) > 1 else ""),
         f"{float(r['ops_per_sec']):,.0f}",
         _spread(r),
         _f(lat.get("p50")),

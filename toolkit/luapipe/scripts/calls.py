@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from luapipe.errors import CrossSlotError, LuapipeError, ServerError
 from luapipe.scripts.fcall import FunctionCall, heal_batch, read_heal
@@ -31,7 +31,7 @@ from luapipe.scripts.protocol import (
 )
 from luapipe.scripts.script import LuaScript, param_name
 from luapipe.wire.limits import BulkLimits, Sized, might_exceed, sizes_steps
-from luapipe.wire.policy import RetryPolicy
+from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
 from luapipe.wire.routing import (
     Locate,
@@ -47,10 +47,14 @@ from luapipe.wire.routing import (
     slot_of,
 )
 
+T = TypeVar("T")
+
 __all__ = [
     "NodeStatus",
     "ScriptState",
     "call_steps",
+    "again_if_not_run",
+    "eval_steps",
     "execute_steps",
     "flush_steps",
     "function_call_steps",
@@ -390,3 +394,51 @@ def execute_steps(
 
     results = yield from per_node(slots, part, policy)
     return results, reloads
+
+
+# -- a call through an auto-pipeline -------------------------------------------------------
+def again_if_not_run(outcome: LuapipeError, again: Steps[T], policy: RetryPolicy) -> Steps[T]:
+    """After a write that failed with ``outcome``: ``again`` if it provably did not run
+    (after the slot map is re-read; on one server the cause stands, raised), else
+    ``outcome`` raised: what may have run is never sent again."""
+    cause = did_not_run(outcome)
+    if cause is None:
+        raise outcome
+    yield Refresh(cause, policy.refresh_delay(0))
+    return (yield from again)
+
+
+def eval_steps(
+    call: ScriptCall, policy: RetryPolicy, *, cluster: bool, first: tuple[str | None, Any]
+) -> Steps[Any]:
+    """A script call sent as EVAL (an auto-pipeline's form: a flushed cache cannot refuse
+    it, so no later call can overtake it), carried on from the ``first`` outcome that was
+    not a value: ``(node, reply)``, or ``(node, error)`` for a write that failed. The
+    script's error is raised; a redirect, or a write that provably never left, is routed
+    again; anything that may have run is raised, never re-sent."""
+    _, outcome = first
+    cause = did_not_run(outcome)
+    if cause is None:
+        if isinstance(outcome, LuapipeError):
+            raise outcome
+        return _raise_or_return(script_result(call.script, outcome))
+    ask = isinstance(cause, Redirect) and cause.ask is not None
+    yield Refresh(cause, 0.0 if ask else policy.refresh_delay(0))
+
+    def attempt(at: str, asking: bool) -> Steps[Any]:
+        (reply,) = yield Send([call.eval()], at, asking)
+        redirect = Redirect.of(reply)
+        if redirect is not None:
+            return redirect
+        return _raise_or_return(script_result(call.script, reply))
+
+    slot = slot_of(call.keys) if cluster else None
+    return (
+        yield from on_slot_node(
+            attempt,
+            slot,
+            policy,
+            what=f"script {call.script.name!r}",
+            read_only=call.script.read_only,
+        )
+    )

@@ -45,7 +45,9 @@ from luapipe.errors import DuplicateScriptError, LuapipeError, ScriptError, Unkn
 from luapipe.scripts.calls import (
     NodeStatus,
     ScriptState,
+    again_if_not_run,
     call_steps,
+    eval_steps,
     flush_steps,
     function_call_steps,
     kill_steps,
@@ -71,7 +73,7 @@ from luapipe.wire.clients import (
 from luapipe.wire.limits import might_exceed
 from luapipe.wire.policy import DEFAULT, RetryPolicy
 from luapipe.wire.replies import ReplyError
-from luapipe.wire.routing import Steps
+from luapipe.wire.routing import Steps, slot_of
 
 __all__ = [
     "AsyncClient",
@@ -143,6 +145,8 @@ class ScriptRegistry:
         self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
+        #: an auto-pipeline's steps after a reply that is not a value, per (name, cluster)
+        self._recovers: dict[tuple[str, bool], Any] = {}
 
     @classmethod
     def from_directory(
@@ -245,7 +249,11 @@ class ScriptRegistry:
     # -- the server -----------------------------------------------------------------------
     @staticmethod
     def _run(steps: Steps[Any], client: Any) -> Any:
-        """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio)."""
+        """Run ``steps`` with the driver of ``client``'s flavour (a coroutine for asyncio).
+        An auto-pipeline's admin work (load, status, flush, kill) runs on its client: SCRIPT
+        KILL must not wait behind the busy script's own write."""
+        if getattr(type(client), "luapipe_autopipeline", False):
+            client = client.client
         if is_async_client(client):
             return drivers.drive_async(steps, client)
         return drivers.drive(steps, client)
@@ -334,6 +342,13 @@ class ScriptRegistry:
         if args.__class__ not in _SEQUENCES:
             args = call_values(name, "args", args)
         if kind >= _ASYNC:
+            if kind == _AUTO:  # an auto-pipeline: the call shares its node's next write
+                if client.luapipe_async:
+                    return self._call_auto_async(client, name, keys, args)
+                words, slot, read_only, recover, hold = self._auto_call(client, name, keys, args)
+                return client.call(
+                    words, slot=slot, read_only=read_only, recover=recover, hold=hold
+                )
             return self._call_async(client, name, keys, args, kind)
         if self._fns and name.__class__ is str and name in self._fns:
             return self._fcall(client, name, keys, args, kind)
@@ -420,6 +435,71 @@ class ScriptRegistry:
             await s.close_if_dirty()
             await pool.release(conn)
 
+    def _auto_call(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> tuple[tuple[Any, ...], int | None, bool, Any, Any]:
+        """What an auto-pipeline sends for this call, its slot, whether it is read-only,
+        the steps that carry on after a reply that is not a value (or a failed write), and
+        what those steps heal (the auto-pipeline holds later calls back from its write).
+
+        A script goes as EVAL (a flushed cache cannot refuse it, so no later call
+        overtakes it; :func:`~luapipe.scripts.calls.eval_steps`); a function as FCALL,
+        healed as ``reg.call`` heals it (the auto-pipeline ends the write after an FCALL,
+        so the heal still goes ahead of later calls)."""
+        cluster = client.on_cluster
+        fc = self.function_call(name, keys, args) if self._fns else None
+        if fc is not None:
+            hold = ("function", fc.function.name)
+            slot = slot_of(fc.keys) if cluster else None
+            return fc.fcall_args(), slot, fc.read_only, self._auto_recover(name, cluster), hold
+        script = self[name]
+        script.check_call(keys, args)
+        read_only = script.read_only
+        words = ("EVAL_RO" if read_only else "EVAL", script.source, len(keys), *keys, *args)
+        slot = slot_of(keys) if cluster else None
+        return words, slot, read_only, self._auto_recover(name, cluster), None
+
+    def _auto_recover(self, name: str, cluster: bool) -> Any:
+        """The steps after an auto-pipelined call of ``name`` whose first reply was not a
+        value: one per name (the call's words rebuild its keys and args)."""
+        found = self._recovers.get((name, cluster))
+        if found is not None:
+            return found
+        policy = self.policy
+        if name in self._fns:
+            fn, lib = self._fns[name]
+
+            def fn_recover(node: str | None, outcome: Any, words: tuple[Any, ...]) -> Steps[Any]:
+                n = int(words[2])
+                fc = FunctionCall(fn, lib, tuple(words[3 : 3 + n]), tuple(words[3 + n :]))
+                if isinstance(outcome, LuapipeError):  # the write failed
+                    return again_if_not_run(
+                        outcome, function_call_steps(fc, policy, cluster=cluster), policy
+                    )
+                if cluster and fc.read_only and getattr(outcome, "is_function_not_found", False):
+                    # it may have been a replica: heal on the slot's primary, from the start
+                    return function_call_steps(fc, policy, cluster=cluster)
+                first = (node or "", outcome)
+                return function_call_steps(fc, policy, cluster=cluster, first=first)
+
+            found = self._recovers[name, cluster] = fn_recover
+            return found
+        script = self[name]
+
+        def recover(node: str | None, outcome: Any, words: tuple[Any, ...]) -> Steps[Any]:
+            n = int(words[2])
+            call = ScriptCall(script, tuple(words[3 : 3 + n]), tuple(words[3 + n :]))
+            return eval_steps(call, policy, cluster=cluster, first=(node, outcome))
+
+        found = self._recovers[name, cluster] = recover
+        return found
+
+    async def _call_auto_async(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> Any:
+        words, slot, read_only, recover, hold = self._auto_call(client, name, keys, args)
+        return await client.call(words, slot=slot, read_only=read_only, recover=recover, hold=hold)
+
     @overload
     def pipeline(
         self, client: AsyncClient, *, transaction: bool = False
@@ -431,6 +511,8 @@ class ScriptRegistry:
 
         With a ``redis.asyncio`` client: ``async with reg.pipeline(aclient) as p``.
         """
+        if getattr(type(client), "luapipe_autopipeline", False):
+            client = client.client  # an explicit pipeline is its own round trip
         if is_async_client(client):
             return AsyncScriptPipeline(self, client, transaction=transaction)
         return ScriptPipeline(self, client, transaction=transaction)
@@ -448,13 +530,15 @@ def _by_name(scripts: Iterable[LuaScript]) -> dict[str, LuaScript]:
     return by_name
 
 
-_SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER = range(4)
+_SYNC, _SYNC_CLUSTER, _ASYNC, _ASYNC_CLUSTER, _AUTO = range(5)
 _SEQUENCES = frozenset({list, tuple})
 _KINDS: dict[type, int] = {}
 
 
 def _kind_of(client: object) -> int:
     """The kind of ``client`` (a CallArgumentError for anything but a redis-py client)."""
+    if getattr(type(client), "luapipe_autopipeline", False):
+        return _AUTO
     if is_async_client(client):
         return _ASYNC_CLUSTER if isinstance(client, redis.asyncio.cluster.RedisCluster) else _ASYNC
     return _SYNC_CLUSTER if isinstance(client, redis.cluster.RedisCluster) else _SYNC

@@ -43,7 +43,10 @@ def is_async_client(client: object) -> bool:
     found = _IS_ASYNC.get(kind)
     if found is not None:
         return found
-    if isinstance(client, _ASYNC):
+    marked = getattr(kind, "luapipe_async", None)  # an auto-pipeline says which it wraps
+    if isinstance(marked, bool):
+        found = marked
+    elif isinstance(client, _ASYNC):
         found = True
     elif isinstance(client, _SYNC):
         found = False
@@ -61,7 +64,9 @@ def is_async_client(client: object) -> bool:
 
 
 def is_cluster(client: object) -> bool:
-    """A cluster client, sync or asyncio."""
+    """A cluster client, sync or asyncio (or an auto-pipeline over one)."""
+    if getattr(type(client), "luapipe_autopipeline", False):
+        return bool(getattr(client, "on_cluster", False))
     return isinstance(client, _CLUSTER)
 
 

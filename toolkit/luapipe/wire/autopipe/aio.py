@@ -1,0 +1,459 @@
+"""The asyncio flavour of the auto-pipeline: futures to wait on, one link per node.
+
+:class:`AsyncAutoPipeline` wraps a ``redis.asyncio`` client (Redis or RedisCluster). Calls
+join the scheduler (:mod:`~luapipe.wire.autopipe.schedule`) when their coroutine starts;
+each node's :class:`~luapipe.wire.autopipe.aiolink.AioLink` writes whatever is queued there
+when it is idle and hands the replies to the scheduler, which resumes each call's steps or
+resolves its future. What only this flavour does:
+
+- **when to write**: at once if nothing else is ready to run on the event loop (one caller
+  alone pays no extra loop turn), else after the tasks that are ready have run, so that
+  everything they issue joins the same write (never a timer, unless ``max_delay`` is set);
+- **waiting**: each call's future; a request the scheduler hands back (``Refresh``,
+  ``Sleep``, ``SlotsOf``) is answered in the caller's own task, so a slot map re-read or a
+  backoff never stalls the other callers; a cancelled caller's call leaves the queue if it
+  was never written, or its reply is read and dropped;
+- **the bound**: at most ``max_in_flight`` calls; the next ones wait their turn in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis.asyncio
+import redis.exceptions as rex
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncCoreCommands
+
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    LuapipeError,
+    ServerError,
+)
+from luapipe.wire.aio import node_for
+from luapipe.wire.autopipe.aiolink import AioLink, copy_error
+from luapipe.wire.autopipe.commands import (
+    command_recover,
+    finisher,
+    one_command,
+    route_of,
+)
+from luapipe.wire.autopipe.packing import Packer
+from luapipe.wire.autopipe.schedule import (
+    Call,
+    NodeQueue,
+    Recover,
+    Router,
+    Scheduler,
+)
+from luapipe.wire.drivers import drive_async
+from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
+from luapipe.wire.replies import Command, Redirect
+from luapipe.wire.routing import (
+    Refresh,
+    Release,
+    Sleep,
+    SlotsOf,
+    Steps,
+    command_slot_error,
+    node_order,
+)
+
+__all__ = ["AsyncAutoPipeline"]
+
+_NET = (rex.ConnectionError, rex.TimeoutError, OSError)
+_running_loop = asyncio.get_running_loop
+
+
+class _Slow:
+    """A request handed back to the caller's task."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+
+
+class _AioCall(Call):
+    __slots__ = ("fut",)
+
+    def __init__(self, fut: asyncio.Future[Any]) -> None:  # Call's fields, set inline
+        self.seq = 0
+        self.steps = None
+        self.args = None
+        self.finish = None
+        self.recover = None
+        self.cancelled = False
+        self.written = 0
+        self.answers = None
+        self.missing = 0
+        self.fut = fut
+
+    def resolve(self, value: Any) -> None:
+        if not self.fut.done():
+            self.fut.set_result(value)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.fut.done():
+            self.fut.set_exception(exc)
+
+    def slow(self, request: Any) -> None:
+        if not self.fut.done():
+            self.fut.set_result(_Slow(request))
+
+
+class _PlainRouter(Router):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def locate(self, slot: int | None, read_only: bool) -> str:
+        return self.name
+
+    def nodes(self) -> list[str]:
+        return [self.name]
+
+
+class _ClusterRouter(Router):
+    def __init__(self, client: RedisCluster) -> None:
+        self.client = client
+
+    def locate(self, slot: int | None, read_only: bool) -> str:
+        return str(node_for(self.client, slot, read_only=read_only).name)
+
+    def nodes(self) -> list[str]:
+        found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
+        return node_order(found)
+
+
+def _address(kwargs: dict[str, Any]) -> str:
+    if "path" in kwargs:
+        return str(kwargs["path"])
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+def _cancelled(call: Call, exc: BaseException) -> None:
+    """The caller gave up: the call leaves the queue if it was never written (it did not
+    run); if it was, its reply is read and dropped. Nothing else is touched."""
+    call.cancelled = True
+    if call.written:
+        exc.add_note(
+            "luapipe: cancelled after the request was sent; the outcome is unknown "
+            "and it was not re-sent"
+        )
+
+
+class AsyncAutoPipeline(AsyncCoreCommands):
+    """Concurrent calls from many tasks share round trips: see :mod:`luapipe.wire.autopipe`.
+
+    Every redis-py command method (``await ap.get(k)``, ``ap.incr``...) goes through
+    :meth:`execute_command`; ``reg.call(ap, ...)`` and ``op.run(ap, ...)`` take it as a
+    client."""
+
+    luapipe_autopipeline = True
+    luapipe_async = True
+    _event_dispatcher: Any = None  # redis-py's command mixins declare it
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis | RedisCluster,
+        *,
+        max_in_flight: int = 1024,
+        max_batch: int | None = None,
+        max_delay: float | None = None,
+        policy: RetryPolicy = DEFAULT,
+    ) -> None:
+        if max_in_flight < 1:
+            raise CallArgumentError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        self.client = client
+        self.on_cluster = isinstance(client, RedisCluster)
+        self.policy = policy
+        self.max_in_flight = max_in_flight
+        self.max_delay = max_delay
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._ready: Any = None
+        self._links: dict[str, AioLink] = {}
+        self._active = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._closed = False
+        self._refreshing: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[Any] | None = None
+        self._packer: Packer = None  # type: ignore[assignment]  # set by _start
+        self._routes: dict[Any, str] = {}
+        #: writes (round trips) so far, on all nodes, and the commands they carried
+        self.writes = 0
+        self.commands = 0
+        if self.on_cluster:
+            router: Router = _ClusterRouter(client)  # type: ignore[arg-type]
+        else:
+            router = _PlainRouter(_address(client.connection_pool.connection_kwargs))  # type: ignore[union-attr]
+        self._sched = Scheduler(router, self._kick, self._pack_many, max_batch)
+        self._sched.callbacks = client.response_callbacks
+
+    # -- the calls -----------------------------------------------------------------------
+    async def call(
+        self,
+        args: tuple[Any, ...],
+        *,
+        slot: int | None = None,
+        read_only: bool = False,
+        finish: Callable[[Any], Any] | None = None,
+        recover: Recover | None = None,
+        hold: Any = None,
+    ) -> Any:
+        """One command for ``slot``'s node: its reply (``finish(reply)``) if a value, else
+        ``recover(node, reply)``'s steps carry on (an error, a redirect, a lost write).
+        ``hold``: what ``recover`` heals if the server refuses the command as not loaded
+        (e.g. ``("function", name)``): nothing issued later joins its write."""
+        if self._packer is None or self._loop is not _running_loop():
+            await self._start()
+        call = _AioCall(self._loop.create_future())
+        if self._active >= self.max_in_flight or self._waiting:
+            await self._admit()
+        self._active += 1
+        try:
+            sched = self._sched
+            sched.join(call)
+            call.args = args
+            call.finish = finish
+            call.recover = recover
+            packed = self._packer.one(args)
+            try:
+                node = sched.router.locate(slot, read_only)
+            except LuapipeError as exc:
+                sched.recover(call, None, exc)
+            else:
+                sched.send_one(call, node, packed, hold)
+            try:
+                out = await call.fut
+            except asyncio.CancelledError as exc:
+                _cancelled(call, exc)
+                raise
+            if out.__class__ is _Slow:  # a request for this task to answer: the steps go on
+                return await self._wait(call, out)
+            return out
+        finally:
+            self._active -= 1
+            if self._waiting:
+                self._leave(0)
+
+    async def run(self, steps: Steps[Any]) -> Any:
+        """Run any steps (a form, a pipeline's plans): their Sends share the writes."""
+        if self._packer is None or self._loop is not _running_loop():
+            await self._start()
+        call = _AioCall(self._loop.create_future())
+        if self._active >= self.max_in_flight or self._waiting:
+            await self._admit()
+        self._active += 1
+        try:
+            self._sched.join(call)
+            self._sched.start(call, steps)
+            return await self._wait(call)
+        finally:
+            self._leave()
+
+    async def run_counted(self, steps: Steps[Any]) -> tuple[Any, int]:
+        """:meth:`run`, and the round trips this call's steps took."""
+        if self._packer is None or self._loop is not _running_loop():
+            await self._start()
+        call = _AioCall(self._loop.create_future())
+        if self._active >= self.max_in_flight or self._waiting:
+            await self._admit()
+        self._active += 1
+        try:
+            self._sched.join(call)
+            self._sched.start(call, steps)
+            return await self._wait(call), call.written
+        finally:
+            self._leave()
+
+    async def dedicated(self, steps: Steps[Any]) -> Any:
+        """Run ``steps`` on connections of their own from the client's pool (what needs
+        connection state or blocks): the ordinary asyncio driver."""
+        return await drive_async(steps, self.client)
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        """A redis-py command through the auto-pipeline: what the client's method returns."""
+        if self._packer is None or self._loop is not _running_loop():
+            await self._start()
+        head = args[0]
+        route = self._routes.get(head) if not options else None
+        if route is None:
+            flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
+            route = route_of(args, options, flag)
+            if not options:
+                self._routes[head] = route
+        slot = await self._slot(args) if self.on_cluster else None
+        if route == "dedicated":
+            cmd = Command(tuple(args), options, parse=True)
+            return await self.dedicated(one_command(cmd, slot, self.policy))
+        finish = finisher(self._sched.callbacks, args, options)
+        recover = command_recover(args, slot, self.policy, finish, options)
+        return await self.call(args, slot=slot, finish=finish, recover=recover)
+
+    # -- waiting -------------------------------------------------------------------------
+    async def _wait(self, call: _AioCall, out: Any = None) -> Any:
+        """The call's outcome; requests handed back meanwhile are answered here."""
+        try:
+            while True:
+                if out is None:
+                    out = await call.fut
+                if out.__class__ is not _Slow:
+                    return out
+                call.fut = self._loop.create_future()
+                try:
+                    answer = await self._answer(out.request)
+                except LuapipeError as exc:
+                    self._sched.advance(call, exc, True)
+                else:
+                    self._sched.advance(call, answer, False)
+                out = None
+        except asyncio.CancelledError as exc:
+            _cancelled(call, exc)
+            raise
+
+    async def _answer(self, request: Any) -> Any:
+        kind = request.__class__
+        if kind is Refresh:
+            return await self._refresh(request)
+        if kind is Sleep:
+            return await asyncio.sleep(request.seconds)
+        if kind is SlotsOf:
+            return [await self._slot(tuple(a)) for a in request.commands]
+        if kind is Release:
+            raise CallArgumentError(
+                "these steps hold connections between round trips, which an auto-pipeline "
+                "shares: run them on the client itself"
+            )
+        raise TypeError(f"not a request: {request!r}")
+
+    async def _refresh(self, request: Refresh) -> None:
+        cause = request.cause
+        if not self.on_cluster:  # no slot map to re-read: the cause stands
+            if isinstance(cause, Redirect):
+                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
+            raise copy_error(cause)
+        if isinstance(cause, Redirect) and cause.ask is not None:
+            return
+        await asyncio.sleep(request.delay)
+        task = self._refreshing
+        if task is None or task.done():
+            task = self._refreshing = self._loop.create_task(self._reinitialize())
+        await asyncio.shield(task)
+
+    async def _reinitialize(self) -> None:
+        with contextlib.suppress(rex.RedisError, OSError):
+            await self.client.nodes_manager.initialize()  # type: ignore[union-attr]
+
+    async def _slot(self, args: tuple[Any, ...]) -> int | None:
+        try:
+            return int(await self.client._determine_slot(*args))  # type: ignore[union-attr]
+        except rex.RedisClusterException as exc:
+            return command_slot_error(args, exc)
+
+    async def _admit(self) -> None:
+        """Wait for a place (FIFO: calls keep their order while they wait)."""
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # admitted, then cancelled: pass it on
+                self._active -= 1
+                self._leave(0)
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(fut)
+            raise
+        self._active -= 1  # counted by _leave on its behalf; the caller counts it again
+
+    def _leave(self, done: int = 1) -> None:
+        self._active -= done
+        waiting = self._waiting
+        while waiting and self._active < self.max_in_flight:
+            fut = waiting.popleft()
+            if not fut.done():
+                self._active += 1
+                fut.set_result(None)
+
+    # -- links ---------------------------------------------------------------------------
+    def _kick(self, q: NodeQueue) -> None:
+        link = self._links.get(q.node)
+        if link is None:
+            link = self._links[q.node] = AioLink(self, q)
+        link.kick()
+
+    def _pack_many(self, batch: Sequence[Sequence[Any]]) -> bytes:
+        return self._packer.many(batch)
+
+    async def _start(self) -> None:
+        """Bind to the running loop and (a cluster) read the slot map, once: the first
+        callers all wait for the same start, and go on in the order they came."""
+        if self._closed:
+            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise CallArgumentError(
+                "an auto-pipeline serves the event loop it first ran on; make one per loop"
+            )
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._ready = getattr(self._loop, "_ready", None)
+        client: Any = self.client
+        if not self.on_cluster:
+            pool = client.connection_pool
+            self._packer = Packer(pool.connection_class(**pool.connection_kwargs))
+            return
+        starting = self._starting
+        if starting is None:
+            starting = self._starting = self._loop.create_task(client.initialize())
+        try:
+            await asyncio.shield(starting)
+        except BaseException:
+            if starting.done():  # it failed: the next call tries again
+                self._starting = None
+            raise
+        if self._packer is None:
+            node = client.get_default_node()
+            self._packer = Packer(node.connection_class(**node.connection_kwargs))
+
+    async def _make_connection(self, node: str) -> Any:
+        client = self.client
+        if not self.on_cluster:
+            pool = client.connection_pool  # type: ignore[union-attr]
+            return pool.connection_class(**pool.connection_kwargs)
+        found = client.get_node(node_name=node)  # type: ignore[union-attr]
+        if found is None:
+            with contextlib.suppress(rex.RedisError, OSError):
+                await client.nodes_manager.initialize()  # type: ignore[union-attr]
+            found = client.get_node(node_name=node)  # type: ignore[union-attr]
+        if found is None:
+            raise ConnectionFailed(f"no node {node} in the cluster's slot map; nothing was sent")
+        return found.connection_class(**found.connection_kwargs)
+
+    # -- closing -------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the auto-pipeline's own connections (not the client's). Calls still
+        queued get ConnectionFailed; those written get OutcomeUnknown."""
+        self._closed = True
+        self._packer = None  # type: ignore[assignment]  # the next call finds it closed
+        for link in list(self._links.values()):
+            queued = [e for e in link.q.entries if not e.call.cancelled]
+            link.q.entries.clear()
+            self._sched.lost(
+                queued,
+                lambda: ConnectionFailed("the auto-pipeline was closed; nothing was sent"),
+            )
+            conn = link.conn
+            if conn is not None:
+                link._lost(conn, rex.ConnectionError("the auto-pipeline was closed"))
+        self._links.clear()
+
+    async def __aenter__(self) -> AsyncAutoPipeline:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

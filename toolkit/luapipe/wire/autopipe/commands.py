@@ -1,0 +1,166 @@
+"""Which commands an auto-pipeline shares, and the steps of one command, free of I/O.
+
+A shared connection carries many callers' commands in turn, so a command that changes the
+connection itself (``SELECT``, ``CLIENT ...``, ``WATCH``/``MULTI``, ``SUBSCRIBE``, ``AUTH``...)
+would change it for every caller: it is refused with one :class:`CallArgumentError`, and
+nothing is sent. A command that blocks the connection (``BLPOP``, ``XREAD ... BLOCK``,
+``WAIT``) or must overtake a blocked one (``SCRIPT KILL``, ``FUNCTION KILL``) runs on a
+connection of its own from the client's pool instead, as the client would run it (at most
+once). On a cluster, a command redis-py sends to several nodes (``KEYS``, ``FLUSHALL``...)
+is refused too: call it on the cluster client.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from luapipe.errors import CallArgumentError, LuapipeError
+from luapipe.wire.policy import RetryPolicy, did_not_run
+from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
+from luapipe.wire.routing import Refresh, Send, Steps, on_slot_node
+
+__all__ = [
+    "BLOCKING",
+    "DEDICATED",
+    "REFUSED",
+    "command_name",
+    "command_recover",
+    "finisher",
+    "one_command",
+    "route_of",
+]
+
+#: commands that change the connection for whoever shares it
+REFUSED = frozenset(
+    {
+        "ASKING", "AUTH", "CLIENT", "DISCARD", "EXEC", "HELLO", "MONITOR", "MULTI",
+        "PSUBSCRIBE", "PSYNC", "PUNSUBSCRIBE", "QUIT", "READONLY", "READWRITE", "REPLCONF",
+        "RESET", "SELECT", "SSUBSCRIBE", "SUBSCRIBE", "SUNSUBSCRIBE", "SWAPDB", "SYNC",
+        "UNSUBSCRIBE", "UNWATCH", "WATCH",
+    }
+)  # fmt: skip
+#: commands that hold the connection until something happens elsewhere
+BLOCKING = frozenset(
+    {
+        "BLMOVE", "BLMPOP", "BLPOP", "BRPOP", "BRPOPLPUSH", "BZMPOP", "BZPOPMAX",
+        "BZPOPMIN", "WAIT", "WAITAOF",
+    }
+)  # fmt: skip
+#: the first words of commands that run on a connection of their own
+DEDICATED = BLOCKING | {"SCRIPT KILL", "FUNCTION KILL", "SHUTDOWN", "DEBUG"}
+
+_NEVER_DECODE = "NEVER_DECODE"
+_EMPTY_RESPONSE = "EMPTY_RESPONSE"
+_CLUSTER_WIDE = frozenset({"all", "primaries", "replicas"})
+
+
+def command_name(args: tuple[Any, ...]) -> str:
+    """The command's name in capitals, with the subcommand for container commands."""
+    head = args[0]
+    name = (head.decode(errors="replace") if isinstance(head, bytes) else str(head)).upper()
+    if " " in name:
+        return " ".join(name.split()[:2])
+    if len(args) > 1 and name in ("SCRIPT", "FUNCTION", "CLIENT", "CONFIG", "CLUSTER"):
+        sub = args[1]
+        sub = sub.decode(errors="replace") if isinstance(sub, bytes) else str(sub)
+        return f"{name} {sub.upper()}"
+    return name
+
+
+def route_of(args: tuple[Any, ...], options: Mapping[str, Any], node_flag: Any = None) -> str:
+    """``"pipe"`` (shared), ``"dedicated"`` (a pool connection of its own) or raises the one
+    error for a command that changes the connection (nothing is sent)."""
+    name = command_name(args)
+    first = name.split(" ", 1)[0]
+    if first in REFUSED:
+        raise CallArgumentError(
+            f"{name} changes the connection it runs on, and an auto-pipeline shares its "
+            "connections between callers: run it on the client itself (for WATCH/MULTI, the "
+            "transaction form or a transaction=True pipeline); nothing was sent"
+        )
+    if node_flag in _CLUSTER_WIDE:
+        raise CallArgumentError(
+            f"{name} runs on several cluster nodes: call it on the cluster client itself; "
+            "nothing was sent"
+        )
+    if first in DEDICATED or name in DEDICATED or _NEVER_DECODE in options:
+        return "dedicated"
+    if first in ("XREAD", "XREADGROUP") and any(
+        isinstance(a, str | bytes) and _upper(a) == "BLOCK" for a in args[1:]
+    ):
+        return "dedicated"
+    return "pipe"
+
+
+def _upper(arg: str | bytes) -> str:
+    return (arg.decode(errors="replace") if isinstance(arg, bytes) else arg).upper()
+
+
+def finisher(
+    callbacks: Mapping[Any, Callable[..., Any]], args: tuple[Any, ...], options: dict[str, Any]
+) -> Callable[[Any], Any] | None:
+    """What turns a command's raw value reply into what redis-py's method returns (its
+    response callback with the call's options), or None (the raw reply)."""
+    callback = callbacks.get(args[0])
+    if callback is None:
+        return None
+    if options:
+        kept = {k: v for k, v in options.items() if k not in ("keys", _EMPTY_RESPONSE)}
+        if kept:
+            return functools.partial(callback, **kept)
+    return callback
+
+
+def _final(reply: Any, finish: Callable[[Any], Any] | None, options: Mapping[str, Any]) -> Any:
+    if reply.__class__ is ReplyError:
+        if _EMPTY_RESPONSE in options:
+            return options[_EMPTY_RESPONSE]
+        raise_for(reply)
+    return finish(reply) if finish is not None else reply
+
+
+def command_recover(
+    args: tuple[Any, ...],
+    slot: int | None,
+    policy: RetryPolicy,
+    finish: Callable[[Any], Any] | None,
+    options: Mapping[str, Any],
+) -> Callable[[str | None, Any, tuple[Any, ...]], Steps[Any]]:
+    """The steps after a command's first reply was not a value (see
+    :data:`~luapipe.wire.autopipe.schedule.Recover`): an error reply is raised (translated);
+    a redirect, or a write that provably never left, is routed again (the slot map re-read
+    on a cluster; on one server the cause stands); anything that may have run is raised."""
+
+    def recover(node: str | None, outcome: Any, _: tuple[Any, ...]) -> Steps[Any]:
+        cause = did_not_run(outcome)
+        if cause is None:
+            if isinstance(outcome, LuapipeError):
+                raise outcome
+            return _final(outcome, finish, options)
+        ask = isinstance(cause, Redirect) and cause.ask is not None
+        yield Refresh(cause, 0.0 if ask else policy.refresh_delay(0))
+
+        def attempt(at: str, asking: bool) -> Steps[Any]:
+            (reply,) = yield Send([args], at, asking)
+            return Redirect.of(reply) or reply
+
+        reply = yield from on_slot_node(attempt, slot, policy, what=str(args[0]))
+        return _final(reply, finish, options)
+
+    return recover
+
+
+def one_command(
+    command: Command, slot: int | None, policy: RetryPolicy, *, read_only: bool = False
+) -> Steps[Any]:
+    """One command on the node that owns ``slot``, redis-py's callback applied (the
+    dedicated path: the drivers run it on a pooled connection of its own)."""
+
+    def attempt(node: str, asking: bool) -> Steps[Any]:
+        (reply,) = yield Send([command], node, asking)
+        return Redirect.of(reply) or reply
+
+    reply = yield from on_slot_node(attempt, slot, policy, what=command.name, read_only=read_only)
+    return raise_for(reply)

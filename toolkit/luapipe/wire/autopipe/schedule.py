@@ -1,0 +1,479 @@
+"""The auto-pipeline's scheduling, free of I/O: one copy for the asyncio and thread flavours.
+
+Many callers' calls run side by side. A call is either one command (the fast path: its
+reply, if it is a value, is the caller's result) or :data:`~luapipe.wire.routing.Steps`
+(a reply that is not a value turns the fast path into steps too: ``recover``). The
+scheduler advances each call's steps, answers the requests it can answer at once (where a
+slot lives, the nodes), queues every :class:`~luapipe.wire.routing.Send` on its node, and
+hands the rest (``Refresh``, ``Sleep``, ``SlotsOf``) back to the caller's own waiting code,
+which answers it and resumes the steps here. The flavours only move bytes and wait.
+
+The rules every write follows, whatever the flavour:
+
+- **Order.** Each call takes a sequence number when it joins (when its coroutine starts, or
+  when its thread calls); a node's queue is kept in that order, and a call's later round
+  trips (a re-send after a cache loss, the next step of a form) keep the call's number, so
+  they go out before anything issued after the call. One write per node is in flight at a
+  time, so nothing issued later can be written while a call's re-send is being decided.
+- **Hold after a possible cache miss.** A command the server may refuse because a script or
+  function is not loaded (``EVALSHA``, ``FCALL``, sent by steps that heal it and send it
+  again) ends its write, except for more commands of the same kind: if one of them is
+  refused, the later ones of that write are refused too (a flush clears every script; a
+  function goes with its library), so the re-sends keep the order. The one window left:
+  another client loading that script or library back in the middle of that very write.
+  Scripts called through the registry travel as ``EVAL`` (never refused as "not loaded"),
+  so they never split a write.
+- **At most once.** A write that failed before any byte reached the kernel did not run: its
+  entries go back to their queue, ahead of later ones, for a new connection (the flavour
+  tries one); if that fails too, each caller gets :class:`~luapipe.errors.ConnectionFailed`
+  thrown into its steps. Once a write may have reached the server, a lost connection gives
+  each of its callers :class:`~luapipe.errors.OutcomeUnknown`; nothing is re-sent.
+- **One caller's trouble stays its own.** A cancelled call is dropped from the queue if it
+  was not written, and its replies are read and discarded if it was; its error, a bad
+  reply or a bug in its steps fail that call alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+from luapipe.errors import LuapipeError
+from luapipe.wire.replies import Command, ReplyError, as_command, with_asking
+from luapipe.wire.routing import Locate, LocateMany, Nodes, Send, SendEach, Steps
+
+__all__ = [
+    "Call",
+    "Entry",
+    "NodeQueue",
+    "Recover",
+    "Router",
+    "Scheduler",
+    "miss_group",
+]
+
+#: ``recover(node, outcome, args)``: the steps that carry on after a fast-path call's first
+#: reply was not a value (an error reply, a redirect) or its write failed (``outcome`` is
+#: then the :class:`~luapipe.errors.LuapipeError`); ``node`` is where it went (None: not
+#: located), ``args`` the command's words (so one ``recover`` serves every call of a kind).
+Recover: TypeAlias = Callable[[str | None, Any, tuple[Any, ...]], Steps[Any]]
+
+_MISS_SCRIPT = frozenset({"EVALSHA", "EVALSHA_RO", b"EVALSHA", b"EVALSHA_RO"})
+_MISS_FUNCTION = frozenset({"FCALL", "FCALL_RO", b"FCALL", b"FCALL_RO"})
+
+
+def _word(arg: Any) -> Any:
+    return arg.upper() if isinstance(arg, str | bytes) else arg
+
+
+def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
+    """What a batch may be refused for as "not loaded": ``"scripts"`` (EVALSHA: a flush
+    clears every script at once), ``("function", name)`` (FCALL), or None."""
+    group: Any = None
+    for cmd in batch:
+        args = cmd.args if isinstance(cmd, Command) else cmd
+        head = _word(args[0]) if args else None
+        if head in _MISS_SCRIPT:
+            group = "scripts"
+        elif head in _MISS_FUNCTION and len(args) > 1:
+            name = args[1]
+            group = ("function", name.decode() if isinstance(name, bytes) else str(name))
+    return group
+
+
+class Call:
+    """One caller's call. The flavours subclass it with the way its caller waits:
+    :meth:`resolve`, :meth:`fail` and :meth:`slow` are called by the scheduler."""
+
+    __slots__ = (
+        "answers",
+        "args",
+        "cancelled",
+        "finish",
+        "missing",
+        "recover",
+        "seq",
+        "steps",
+        "written",
+    )
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.steps: Steps[Any] | None = None
+        #: the fast path: the one command, what turns its value into the result
+        self.args: tuple[Any, ...] | None = None
+        self.finish: Callable[[Any], Any] | None = None
+        self.recover: Recover | None = None
+        self.cancelled = False
+        #: round trips of this call written so far (``RunResult.round_trips``)
+        self.written = 0
+        #: a SendEach in progress: its answers, and how many parts are still out
+        self.answers: list[Any] | None = None
+        self.missing = 0
+
+    # -- what the flavour does with an outcome ------------------------------------------
+    def resolve(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def fail(self, exc: BaseException) -> None:
+        raise NotImplementedError
+
+    def slow(self, request: Any) -> None:
+        """A request the scheduler does not answer (Refresh, Sleep, SlotsOf): the caller's
+        waiting code answers it and calls :meth:`Scheduler.advance`."""
+        raise NotImplementedError
+
+
+class Entry:
+    """One call's commands for one round trip on one node (kept together in the write):
+    the bytes to write, how many replies come back and which of them are the call's."""
+
+    __slots__ = (
+        "asking",
+        "call",
+        "commands",
+        "group",
+        "keep",
+        "node",
+        "nwire",
+        "packed",
+        "parse",
+        "part",
+        "seq",
+    )
+
+    def __init__(
+        self,
+        call: Call,
+        node: str,
+        commands: Sequence[Command | Sequence[Any]],
+        packed: bytes,
+        nwire: int = 1,
+        keep: list[int] | None = None,
+        parse: bool = False,
+        group: Any = None,
+        part: int = -1,
+    ) -> None:
+        self.call = call
+        self.seq = call.seq
+        self.node = node
+        self.commands = commands
+        self.packed = packed
+        self.nwire = nwire
+        #: where the call's replies are among the written commands' (None: all, in order)
+        self.keep = keep
+        self.asking = keep is not None
+        self.parse = parse
+        self.group = group
+        #: its index in a SendEach, or -1 for a Send (or the fast path)
+        self.part = part
+
+
+def wire_words(
+    batch: Sequence[Command | Sequence[Any]], asking: bool
+) -> tuple[list[Sequence[Any]], list[int] | None]:
+    """The words of ``batch`` as written (after ASKING where a node's ASK named it), and
+    where its replies are among the written commands' (None: one each, in order)."""
+    if not asking:
+        return [c.args if isinstance(c, Command) else c for c in batch], None
+    full, keep = with_asking([as_command(c) for c in batch])
+    return [c.args for c in full], keep
+
+
+class NodeQueue:
+    """What waits to be written to one node, in the callers' order (sequence numbers)."""
+
+    __slots__ = ("entries", "node")
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.entries: list[Entry] = []
+
+    def add(self, entry: Entry) -> None:
+        entries = self.entries
+        if not entries or entries[-1].seq <= entry.seq:
+            entries.append(entry)
+        else:  # a call's later round trip, or a write sent back: ahead of later calls
+            bisect.insort_right(entries, entry, key=_seq)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _seq(entry: Entry) -> int:
+    return entry.seq
+
+
+class Router:
+    """Where things are: answered without I/O by each flavour (the slot map in memory)."""
+
+    def locate(self, slot: int | None, read_only: bool) -> str:
+        raise NotImplementedError
+
+    def nodes(self) -> list[str]:
+        raise NotImplementedError
+
+
+class Scheduler:
+    """Calls, their steps and the per-node queues (see the module docstring).
+
+    ``kick(queue)`` tells the flavour that ``queue`` has something to write; the flavour
+    takes a write with :meth:`take` when its link to that node is idle, and reports back
+    with :meth:`answered` / :meth:`answered_one` and :meth:`lost`. ``pack(words)`` turns
+    commands into bytes (the connection's packer; a bad value is a CallArgumentError, for
+    that caller alone); ``callbacks`` are redis-py's response callbacks, for Sends that ask
+    for them.
+    """
+
+    __slots__ = ("_seq", "callbacks", "kick", "max_batch", "pack", "queues", "router")
+
+    def __init__(
+        self,
+        router: Router,
+        kick: Callable[[NodeQueue], None],
+        pack: Callable[[Sequence[Sequence[Any]]], bytes],
+        max_batch: int | None = None,
+    ) -> None:
+        self.router = router
+        self.kick = kick
+        self.pack = pack
+        self.max_batch = max_batch
+        self.callbacks: Mapping[Any, Callable[..., Any]] = {}
+        self.queues: dict[str, NodeQueue] = {}
+        self._seq = 0
+
+    def queue(self, node: str) -> NodeQueue:
+        q = self.queues.get(node)
+        if q is None:
+            q = self.queues[node] = NodeQueue(node)
+        return q
+
+    # -- joining -------------------------------------------------------------------------
+    def join(self, call: Call) -> None:
+        """Give ``call`` its place in the order (when its coroutine or thread starts it)."""
+        self._seq += 1
+        call.seq = self._seq
+
+    def send_one(self, call: Call, node: str, packed: bytes, hold: Any = None) -> None:
+        """Queue a fast-path call's one command (``call.args``, packed) on ``node``.
+        ``hold``: what its ``recover`` heals and sends again if the server refuses it as
+        not loaded (see :func:`miss_group`): the write ends after it (the hold)."""
+        q = self.queues.get(node) or self.queue(node)
+        q.add(Entry(call, node, (call.args,), packed, 1, None, False, hold))  # type: ignore[arg-type]
+        self.kick(q)
+
+    def start(self, call: Call, steps: Steps[Any]) -> None:
+        call.steps = steps
+        self.advance(call, None, False)
+
+    # -- advancing a call's steps ----------------------------------------------------------
+    def advance(self, call: Call, answer: Any, throw: bool) -> None:
+        """Send ``answer`` into the call's steps (throw it if ``throw``) and carry on until
+        they wait for a round trip, hand a request to the caller, or end."""
+        steps = call.steps
+        assert steps is not None
+        if call.cancelled:
+            steps.close()
+            return
+        while True:
+            try:
+                request = steps.throw(answer) if throw else steps.send(answer)
+            except StopIteration as done:
+                call.resolve(done.value)
+                return
+            except BaseException as exc:  # the call's own error (or a bug): its alone
+                call.fail(exc)
+                return
+            kind = request.__class__
+            throw = False
+            try:
+                if kind is Send:
+                    self._queue(call, request, -1)
+                    return
+                if kind is Locate:
+                    answer = self.router.locate(request.slot, request.read_only)
+                    continue
+                if kind is LocateMany:
+                    answer = [self.router.locate(s, False) for s in request.slots]
+                    continue
+                if kind is Nodes:
+                    answer = self.router.nodes()
+                    continue
+                if kind is SendEach:
+                    parts = request.parts
+                    if not parts:
+                        answer = []
+                        continue
+                    entries = [self._entry(call, p, i) for i, p in enumerate(parts)]
+            except LuapipeError as exc:  # a slot no node covers, a value that cannot be sent
+                answer, throw = exc, True
+                continue
+            if kind is SendEach:
+                call.answers = [None] * len(entries)
+                call.missing = len(entries)
+                for e in entries:
+                    self._add(e)
+                return
+            call.slow(request)  # Refresh, Sleep, SlotsOf...: the caller's own waiting answers
+            return
+
+    def _entry(self, call: Call, send: Send, part: int) -> Entry:
+        batch = send.batch
+        words, keep = wire_words(batch, send.asking)
+        packed = self.pack(words) if words else b""
+        return Entry(
+            call,
+            send.node,
+            batch,
+            packed,
+            len(words),
+            keep,
+            parse=send.parse,
+            group=miss_group(batch),
+            part=part,
+        )
+
+    def _queue(self, call: Call, send: Send, part: int) -> None:
+        self._add(self._entry(call, send, part))
+
+    def _add(self, entry: Entry) -> None:
+        if not entry.nwire:  # nothing to send: answered at once
+            self._deliver(entry, [])
+            return
+        q = self.queues.get(entry.node) or self.queue(entry.node)
+        q.add(entry)
+        self.kick(q)
+
+    # -- the writes ------------------------------------------------------------------------
+    def take(self, q: NodeQueue) -> list[Entry]:
+        """The entries of the next write to ``q``'s node, in order (cancelled calls that
+        were never written are dropped: they did not run). After a command that may be
+        refused as "not loaded", only more of the same kind join the write (the hold)."""
+        entries = q.entries
+        if not entries:
+            return []
+        limit = self.max_batch
+        out: list[Entry] = []
+        group = None
+        n = 0
+        for e in entries:
+            if e.call.cancelled:
+                n += 1
+                if e.call.steps is not None:
+                    e.call.steps.close()
+                continue
+            g = e.group
+            if group is not None and g != group:
+                break
+            n += 1
+            if g is not None:
+                group = g
+            out.append(e)
+            if limit is not None and len(out) >= limit:
+                break
+        del entries[:n]
+        return out
+
+    def unwritten(self, q: NodeQueue, entries: Sequence[Entry]) -> None:
+        """A write that never left: its entries go back, in their places (ahead of later
+        calls), for the next write."""
+        for e in entries:
+            q.add(e)
+
+    def answered(self, entry: Entry, replies: list[Any]) -> None:
+        """The replies of one entry (error replies as :class:`ReplyError`), in order."""
+        call = entry.call
+        if call.cancelled:
+            if call.steps is not None:
+                call.steps.close()
+            return
+        if entry.parse or any(isinstance(c, Command) and c.parse for c in entry.commands):
+            try:
+                replies = self._parsed(entry, replies)
+            except Exception as exc:  # a callback that cannot read the reply: this call's
+                call.fail(exc)
+                return
+        self._deliver(entry, replies)
+
+    def _parsed(self, entry: Entry, replies: list[Any]) -> list[Any]:
+        out = []
+        for cmd, reply in zip(entry.commands, replies, strict=True):
+            if reply.__class__ is ReplyError or not (entry.parse or getattr(cmd, "parse", False)):
+                out.append(reply)
+                continue
+            args, options = (cmd.args, cmd.options) if isinstance(cmd, Command) else (cmd, {})
+            callback = self.callbacks.get(args[0])
+            if callback is None:
+                out.append(reply)
+                continue
+            kept = {k: v for k, v in options.items() if k not in ("keys", "EMPTY_RESPONSE")}
+            out.append(callback(reply, **kept))
+        return out
+
+    def answered_one(self, entry: Entry, reply: Any) -> None:
+        """The fast path: the one reply of a one-command entry."""
+        call = entry.call
+        if call.cancelled:
+            if call.steps is not None:
+                call.steps.close()
+            return
+        if call.steps is None:  # a fast-path call's first reply
+            if reply.__class__ is not ReplyError:
+                finish = call.finish
+                if finish is None:
+                    call.resolve(reply)
+                    return
+                try:
+                    value = finish(reply)
+                except BaseException as exc:
+                    call.fail(exc)
+                    return
+                call.resolve(value)
+                return
+            self.recover(call, entry.node, reply)
+            return
+        self.answered(entry, [reply])
+
+    def recover(self, call: Call, node: str | None, outcome: Any) -> None:
+        """A fast-path call whose reply was not a value (or whose write failed): its
+        ``recover`` steps carry on from ``outcome``."""
+        recover = call.recover
+        if recover is None:
+            call.fail(outcome if isinstance(outcome, BaseException) else LuapipeError(outcome))
+            return
+        try:
+            call.steps = recover(node, outcome, call.args)  # type: ignore[arg-type]
+        except BaseException as exc:
+            call.fail(exc)
+            return
+        self.advance(call, None, False)
+
+    def _deliver(self, entry: Entry, answer: Any) -> None:
+        call = entry.call
+        if entry.part < 0:
+            if call.steps is None:  # a fast-path call whose write failed
+                self.recover(call, entry.node, answer)
+            elif isinstance(answer, LuapipeError):
+                self.advance(call, answer, True)
+            else:
+                self.advance(call, answer, False)
+            return
+        answers = call.answers
+        assert answers is not None
+        answers[entry.part] = answer
+        call.missing -= 1
+        if call.missing == 0:
+            call.answers = None
+            self.advance(call, answers, False)
+
+    def lost(self, entries: Sequence[Entry], make: Callable[[], LuapipeError]) -> None:
+        """Each of ``entries`` failed with its own ``make()`` (OutcomeUnknown once written,
+        ConnectionFailed when it provably was not): thrown into its steps, which decide."""
+        for entry in entries:
+            call = entry.call
+            if call.cancelled:
+                if call.steps is not None:
+                    call.steps.close()
+                continue
+            self._deliver(entry, make())
