@@ -68,6 +68,7 @@ EVERY_ENGINE: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tests/scripts/test_real_libraries.py",
         ),
     ),
+    ("auto-pipeline", ("tests/wire/test_autopipe*.py",)),
     ("bench smoke test", ("tests/bench/test_bench.py::test_bench_command_end_to_end",)),
 )
 

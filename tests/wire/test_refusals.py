@@ -26,6 +26,7 @@ from luapipe.errors import (
     ScriptRuntimeError,
     ScriptSyntaxError,
     ServerError,
+    acl_words,
 )
 from luapipe.scripts.fcall import FunctionCall
 from luapipe.scripts.library import FunctionLibrary, LuaFunction
@@ -154,6 +155,18 @@ def test_refusals_keep_their_class_on_every_engine(case: str, cls: type) -> None
 
 #: "Function not found" is read before function_result, from the first FCALL's reply; once
 #: the library was loaded and the call sent again, it is the function's own reply
+def test_a_refusal_for_a_key_reads_alike_on_every_engine() -> None:
+    """Redis 7.0 says "no permissions to access one of the keys used as arguments", Redis
+    7.2 and Valkey "No permissions to access a key": luapipe names the command it sent."""
+    for engine, texts in RECORDED.items():
+        if "noperm_key" in texts:
+            said = acl_words(texts["noperm_key"], "evalsha")
+            assert said.startswith("the ACL user may not run EVALSHA on these keys"), engine
+        if "noperm_command" in texts:
+            said = acl_words(texts["noperm_command"], "eval")
+            assert said.startswith("the ACL user may not run EVALSHA ("), (engine, said)
+
+
 FUNCTION_CASES = [
     (e, c) for e, c in ALL if CASES[c].verb.startswith("FCALL") and c != "function_not_found"
 ]
