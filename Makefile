@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test demo generate deps server-deps venv lint typecheck pytest clean \
@@ -40,9 +41,16 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 venv: $(STAMP)
+
+## What `make demo` needs and no more: luapipe with its runtime dependencies, not the test
+## extras (mypy, ruff, playwright...); a venv made for the tests has them already.
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUN_STAMP)
 
 lint: venv
 	$(BIN)/ruff check toolkit tests examples .ci/engines.py
@@ -57,7 +65,7 @@ pytest: deps venv
 
 test: deps venv lint typecheck pytest
 
-demo: server-deps venv
+demo: server-deps $(RUN_STAMP)
 	$(BIN)/luapipe demo
 
 ## The catalogue's checked-in generated files: each spec's Lua into scripts_lua/ (the registry

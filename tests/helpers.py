@@ -48,6 +48,12 @@ SLOW = LuaScript.from_source(
 )
 
 
+def unwrapped(text: str) -> str:
+    """``text`` with every run of white space one space: what the wrapped lines of the
+    terminal report say, as one line."""
+    return " ".join(text.split())
+
+
 def calls(client: redis.Redis, command: str) -> int:
     """How many times the server ran ``command`` (INFO commandstats, e.g. "evalsha")."""
     stats = client.info("commandstats")

@@ -11,12 +11,12 @@ import redis
 
 from luapipe.bench.counting import counters, counting_client
 from luapipe.bench.manifest import refuse_fake
-from luapipe.bench.model import FormCost, crossovers, fit_cost
 from luapipe.bench.results import Record
 from luapipe.bench.runner import BenchConfig, retarget, run_bench
 from luapipe.bench.server import ServerProcess
 from luapipe.bench.stats import LatencyHistogram
-from luapipe.bench.summary import crossovers_at_stake as summarize_crossovers
+from luapipe.bench.verdict.model import FormCost, crossovers, fit_cost
+from luapipe.bench.verdict.summary import crossovers_at_stake as summarize_crossovers
 from luapipe.bench.workloads import KeyChooser, OpFn, PingWorkload, UpdateTokenWorkload
 from luapipe.errors import EnvironmentProblem
 from luapipe.report.jsonio import REQUIRED_RECORD_FIELDS
@@ -124,7 +124,8 @@ class Order(WrongType):
 def test_each_round_starts_one_form_later(url: str) -> None:
     """Over 3 rounds of 3 forms each form is timed once first, once second, once last."""
     work = Order()
-    run_bench(url, [work], BenchConfig(duration_s=0.06, warmup_s=0.01, rounds=3, bystander=False))
+    config = BenchConfig(duration_s=0.06, warmup_s=0.01, rounds=3, bystander=False, turns=0)
+    run_bench(url, [work], config)
     warm_up, timed = work.seen[:3], work.seen[3:]
     assert (warm_up, timed) == (["a", "b", "c"], ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
     rounds = [set(work.seeds[k : k + 3]) for k in (3, 6, 9)]  # the forms of a round pair up:
@@ -223,9 +224,9 @@ def test_crossovers_stay_inside_the_measured_rtts() -> None:
     assert crossovers("op", 1, [naive, script], (0.0, 1.0), {frozenset(("a", "b"))}) == []
 
 
-def _record(op: str, form: str, rtt: float, rt: float, mean: float, **kw: Any) -> Record:
+def _record(op: str, form: str, rtt: float, rt: float, mean: float, **kw: Any) -> dict[str, Any]:
     return Record(op, form, rtt, rtt, 1, 100, 1000 / mean, {"mean": mean}, rt, rt, 10.0, 0.0,
-                  0, True, wire_ms=0.05 + rtt, **kw)  # fmt: skip
+                  0, True, wire_ms=0.05 + rtt, **kw).as_dict()  # fmt: skip
 
 
 def test_crossovers_only_for_pairs_at_stake_and_from_two_rtts() -> None:
@@ -330,7 +331,7 @@ def test_bench_command_end_to_end(url: str, tmp_path: Any) -> None:
 
 
 def test_the_report_says_where_the_model_is_off() -> None:
-    from luapipe.bench.summary import model_notes
+    from luapipe.bench.verdict.summary import model_notes
 
     recs = [
         _record("op", "naive", 0.0, 2, 1.0, model_error_pct=-3.0),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ def test_cli_bench_batch_runs_and_reports_the_batch(
     monkeypatch.delenv("REDIS_URL", raising=False)
     out = tmp_path / "r.json"
     args = ["bench", "incr_many", "--batch", "10", "--duration", "0.3", "--rounds", "1"]
-    res = CliRunner().invoke(main, [*args, "--warmup", "0.1", "--json", str(out)])
+    res = CliRunner().invoke(main, [*args, "--warmup", "0.1", "--json", str(out), "--wide"])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert data["manifest"]["spec"]["workloads"][0]["batch"] == N
@@ -151,3 +152,9 @@ def test_cli_bench_batch_runs_and_reports_the_batch(
     rt = header.replace("rtt ms", "rtt_ms").split().index("rt/op")  # after the batch column
     assert header.split()[6] == "batch" and {row[5] for row in rows} == {"10"}
     assert {row[rt] for row in rows if row[1] in ("script", "function")} == {"0.1"}  # rt/op
+    # every operation of a batch writes: the share is of operations, not calls (never 1000%)
+    share = re.split(r"\s{2,}", header).index("wr%")
+    cells = [re.split(r"\s{2,}", line) for line in res.output.splitlines()]
+    assert {c[share] for c in cells if c[0] == "incr_many"} == {"100"}, cells
+    assert "write share:" not in res.output
+    assert all(r["write_share"] == pytest.approx(1.0) for r in data["records"])

@@ -1,40 +1,60 @@
-"""The verdict: the choice at stake, ties within noise, the stated tie-break, the headline.
+"""The verdict: three outcomes at one margin, the forms at stake, the stated policy, and words
+that belong to the pair they name, checked on what a user reads (the recommendation's text,
+the terminal table, the report's card).
 
-Records are dicts as in the results JSON; ``rounds`` are the per-round figures the
-intervals come from (paired by round across forms).
+Records are dicts as in the results JSON; ``rounds`` are the per-round figures the intervals
+come from (paired by round across forms). With one client the figure is the p50 latency of
+each round, so the helpers build rounds from per-round p50s (lower is better).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
 
-from luapipe.bench.intervals import NOISE_PCT, mean_interval, median_cut, ratio_of, t975
-from luapipe.bench.recommend import recommend
-from luapipe.bench.verdict import recommendations
+from luapipe.bench.verdict import (
+    AHEAD,
+    BEHIND,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    MARGIN_PCT,
+    Interval,
+    interval_of,
+    method,
+    outcome_of,
+    ratio_of,
+    recommend,
+    recommendations,
+)
+from luapipe.bench.verdict.intervals import median_cut
+from luapipe.report import render_html, render_table
+
+from ..helpers import unwrapped
 
 
-def rec(form: str, rounds: list[float], **kw: Any) -> dict[str, Any]:
-    """A record whose rounds ran at ``rounds`` ops/s (one client, closed loop)."""
-    rate = sum(rounds) / len(rounds)
+def rec(form: str, p50s: list[float], **kw: Any) -> dict[str, Any]:
+    """A record of one client whose rounds had these p50 latencies (ms)."""
+    mean = sum(p50s) / len(p50s)
     r: dict[str, Any] = {
         "operation": "op",
         "form": form,
         "rtt_ms_nominal": 1.0,
+        "rtt_ms_measured": 1.0,
         "clients": 1,
         "ops": 1000,
         "calls": 1000,
-        "ops_per_sec": rate,
-        "latency_ms": {"p50": 1000.0 / rate, "p99": 2000.0 / rate},
+        "ops_per_sec": 1000.0 / mean,
+        "latency_ms": {"p50": mean, "p99": 2 * mean, "mean": mean},
         "round_trips_per_op": 1.0,
+        "commands_per_op": 1.0,
         "server_usec_per_op": 10.0,
+        "retries_per_op": 0.0,
         "errors": 0,
         "invariant_ok": True,
-        "bystander_p99_ms": 0.5,
-        "abort_rate": 0.0,
-        "rounds": [{"ops_per_sec": x, "p50": 1000.0 / x, "p99": None} for x in rounds],
+        "rounds": [{"ops_per_sec": 1000.0 / x, "p50": x, "p99": 2 * x} for x in p50s],
         "read_compute_write": False,
         "write_share_declared": 1.0,
     }
@@ -43,229 +63,378 @@ def rec(form: str, rounds: list[float], **kw: Any) -> dict[str, Any]:
 
 
 RCW = {"read_compute_write": True}
+TEN = [1.0] * 10
 
 
-def test_t_quantiles_and_intervals() -> None:
-    assert t975(4) == pytest.approx(2.776) and t975(30) == pytest.approx(2.04, abs=0.01)
-    lo, hi = mean_interval([10.0, 12.0, 11.0, 9.0, 13.0])  # mean 11, sd 2.5 ** 0.5
-    half = 2.776 * 2.5**0.5 / 5**0.5
-    assert (lo, hi) == pytest.approx((11 - half, 11 + half))
-    assert mean_interval([5.0]) is None
-    x = ratio_of([200, 220, 180], [100, 110, 90])  # exactly 2x in every round
-    assert x is not None and (x.value, x.lo, x.hi) == pytest.approx((2.0, 2.0, 2.0))
-    assert x.beats() and not ratio_of([104, 104], [100, 100]).beats()  # type: ignore[union-attr]
+def scaled(k: float, n: int = 10) -> list[float]:
+    return [k] * n
 
 
-def test_the_ratio_interval_is_the_sign_test_interval_of_the_median_round() -> None:
-    # the distribution-free interval of a median (any statistics table): ranks (k, n - k + 1)
-    assert median_cut(5) == (1, pytest.approx(0.9375))  # 5 rounds: the whole range, 94%
+def page(records: list[dict[str, Any]]) -> tuple[str, str]:
+    """What a user reads: the terminal table and the report's verdict cards."""
+    data = {
+        "records": records,
+        "recommendations": recommendations(records),
+        "method": method(records),
+        "crossovers": [],
+        "calibration": [],
+        "notes": [],
+    }
+    html = render_html(data)
+    return unwrapped(render_table(data)), html[html.index('id="verdict"') :]
+
+
+# -- the one interval method ------------------------------------------------------------
+
+
+def test_the_interval_is_the_median_rounds_distribution_free_interval() -> None:
     assert median_cut(10) == (2, pytest.approx(0.978515625))  # 2nd to 9th of 10
     assert median_cut(20) == (6, pytest.approx(0.958610534))  # 6th to 15th of 20
-    x = ratio_of([3.0, 1.0, 2.0, 5.0, 4.0], [1.0] * 5)
-    assert x is not None and (x.value, x.lo, x.hi, x.coverage) == pytest.approx((3, 1, 5, 0.9375))
+    assert median_cut(6) == (1, pytest.approx(0.96875))  # the fewest that reach 95%
+    assert median_cut(5)[1] < 0.95
+    iv = interval_of([5.0, 1.0, 4.0, 2.0, 3.0, 9.0, 8.0, 7.0, 6.0, 10.0])
+    assert iv is not None and (iv.value, iv.lo, iv.hi) == (5.5, 2.0, 9.0)
+    x = ratio_of([2.0, 4.0, 6.0], [1.0, 1.0, 2.0])
+    y = ratio_of([1.0, 1.0, 2.0], [2.0, 4.0, 6.0])
+    assert x is not None and y is not None
+    assert (y.value, y.lo, y.hi) == pytest.approx((1 / x.value, 1 / x.hi, 1 / x.lo))
 
 
-def test_one_disturbed_round_on_each_side_cannot_flip_the_verdict() -> None:
-    """A stall that hit only one form in a round: the mean of the log ratios (a t interval)
-    calls 2x a tie here; the median of the rounds does not care how far the stall went."""
-    script = [200.0] * 8 + [10.0, 2000.0]  # round 9: a stall hit script; round 10: the other
-    transaction = [100.0] * 10
-    x = ratio_of(script, transaction)
-    assert x is not None and x.value == pytest.approx(2.0) and x.beats()
-    assert (x.lo, x.hi) == pytest.approx((2.0, 2.0))
-    # two rounds against it out of ten is no longer "9 of 10": a tie
-    y = ratio_of([200.0] * 8 + [10.0, 10.0], transaction)
-    assert y is not None and not y.beats() and not y.loses()
+def test_per_form_intervals_of_skewed_latencies_never_run_below_zero() -> None:
+    """A p99 of 0.05 ms in most rounds and 2 ms in two: a t interval of the mean ran from
+    -0.3 ms; the median round's interval stays between rounds' own values."""
+    p99s = [0.05, 0.052, 0.048, 0.051, 1.97, 0.049, 0.05, 2.1, 0.053, 0.05]
+    iv = interval_of(p99s)
+    assert iv is not None and 0 < iv.lo <= iv.value <= iv.hi
+    records = [rec("script", [0.05] * 10), rec("function", [0.05] * 10)]
+    records[0]["latency_ms_interval"] = {"p99": [iv.lo, iv.hi]}
+    records[0]["ops_per_sec_interval"] = [19000.0, 21000.0]
+    html = render_html({"records": records, "recommendations": []})
+    shown = re.findall(r"<small>([-\d.,]+)-([\d.,]+)</small>", html)
+    assert shown and all(float(lo.replace(",", "")) > 0 for lo, _ in shown)
 
 
-def test_an_atomic_winner_is_compared_with_the_best_atomic_alternative_never_naive() -> None:
+def test_the_method_is_stated_once_per_report() -> None:
+    records = [rec("script", scaled(1.0)), rec("function", scaled(1.0))]
+    table, html = page(records)
+    assert table.count("how the verdict decides:") == 1
+    assert "the 2nd smallest to the 2nd largest: 97.9%" in table
+    assert html.count("How the verdict decides.") == 1
+    assert "95%" not in table.replace("covers 95%", "")  # no second method anywhere
+
+
+# -- three outcomes at one margin -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "rounds", "outcome"),
+    [
+        (1.12, 1.30, 10, AHEAD),
+        (0.70, 0.89, 10, BEHIND),
+        (0.95, 1.08, 10, EQUIVALENT),
+        (1.0 / 1.1, 1.1, 10, EQUIVALENT),  # the margin itself is within
+        (1.02, 1.15, 10, INCONCLUSIVE),  # straddles 1.1: neither
+        (0.40, 2.88, 10, INCONCLUSIVE),  # the +-288% "tie" of the old verdict
+        (1.5, 1.6, 5, INCONCLUSIVE),  # 5 rounds cover < 95%: nothing is decided
+    ],
+)
+def test_a_pair_is_ahead_equivalent_or_inconclusive(
+    lo: float, hi: float, rounds: int, outcome: str
+) -> None:
+    coverage = median_cut(rounds)[1]
+    assert outcome_of(Interval((lo + hi) / 2, lo, hi, rounds, coverage), MARGIN_PCT) == outcome
+
+
+def test_a_wide_interval_is_not_decided_and_says_what_would_decide_it() -> None:
+    """The old verdict called this a tie "within +-288%": the data cannot tell."""
+    rng = random.Random(3)
     rows = [
-        rec("naive", [100, 110, 90, 100, 105], round_trips_per_op=2.0, **RCW),
-        rec("pipelined", [300, 320, 280, 300, 310], round_trips_per_op=2.0, **RCW),
-        rec("transaction", [250, 260, 240, 255, 250], round_trips_per_op=2.0, **RCW),
-        rec("script", [500, 520, 480, 500, 510], **RCW),
+        rec("script", [rng.uniform(0.3, 3.0) for _ in range(10)], **RCW),
+        rec("function", [rng.uniform(0.3, 3.0) for _ in range(10)], **RCW),
     ]
     (r,) = recommend(rows)
-    assert (r.form, r.kind, r.at_stake) == (
-        "script",
-        "read_compute_write",
-        ("transaction", "script"),
+    assert r.status == "inconclusive" and not r.decided and r.tied_with == ()
+    table, html = page(rows)
+    assert "op at 1 ms RTT with 1 client: not decided: function vs script:" in table
+    assert "neither beyond nor within +-10%" in table
+    assert "more rounds (--rounds 20), a longer --duration" in table
+    assert "quieter machine" in table
+    assert "tie" not in table and "equivalent" not in r.text
+    assert '<span class="undecided">not decided</span>' in html
+
+
+def test_a_cell_is_decided_only_when_the_picks_every_comparison_is() -> None:
+    """function is ahead of transaction but cannot be told from script: not decided."""
+    rows = [
+        rec("transaction", scaled(2.0), round_trips_per_op=2.0, **RCW),
+        rec("script", [1.0, 1.3] * 5, **RCW),
+        rec("function", [1.3, 1.0] * 5, **RCW),
+    ]
+    (r,) = recommend(rows)
+    outcomes = {c["other"]: c["outcome"] for c in r.comparisons}
+    assert outcomes == {"script": INCONCLUSIVE, "transaction": AHEAD}
+    assert r.status == "inconclusive" and r.form == "function"
+    assert "meanwhile function, by policy" in r.text
+
+
+def test_equivalent_forms_get_the_policys_pick_shown_as_a_policy_never_as_a_win() -> None:
+    rows = [
+        rec("transaction", scaled(2.0), round_trips_per_op=2.0, **RCW),
+        rec("script", [1.0, 1.02] * 5, **RCW),
+        rec("function", [1.01, 1.0] * 5, **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert (r.status, r.form, r.tied_with) == ("equivalent", "function", ("script",))
+    table, html = page(rows)
+    assert "use function: equivalent to script within +-2% (0.980x to 1.010x its p50 latency)" in (
+        table
     )
-    assert r.alternative == "transaction" and r.tied_with == ()
-    assert r.ratio == pytest.approx(2.0, rel=0.03)
-    assert r.ratio_interval is not None and r.ratio_interval[0] > 1.05
-    assert "2x the throughput of transaction" in r.headline and "naive" not in r.headline
-    assert r.main_reason.startswith("1 round trip(s) per op instead of 2")
-    (gain,) = [n for n in r.non_atomic if n["form"] == "pipelined"]
-    assert gain["ratio"] == pytest.approx(0.6, rel=0.03) and gain["invariant_ok"]
+    assert "function by policy: one call that survives a failover" in table
+    assert '<span class="pick">function</span> <span class="bypolicy">by policy' in html
+    assert '<span class="form">function</span>' not in html  # not in bold as a winner
 
 
-def test_what_non_atomic_forms_lost_is_stated() -> None:
-    rows = [
-        rec("pipelined", [900, 950, 880, 920, 910], invariant_ok=False, lost_updates=142,
-            invariant_cases=187, invariant_detail="stock below zero", **RCW),
-        rec("transaction", [300, 310, 290, 300, 305], abort_rate=0.25, **RCW),
-        rec("function", [600, 610, 590, 600, 605], **RCW),
-    ]  # fmt: skip
-    (r,) = recommend(rows)
-    assert r.form == "function"
-    (lost,) = r.non_atomic
-    assert (lost["form"], lost["lost_updates"], lost["invariant_cases"]) == ("pipelined", 142, 187)
-    assert lost["ratio"] == pytest.approx(1.5, rel=0.03)  # what it would gain
-    assert "lost updates in 142 of 187 cases" in lost["text"]
-    assert "pipelined lost updates" in r.main_reason
-
-
-def test_forms_within_noise_tie_and_the_tie_break_is_stated() -> None:
-    rows = [
-        rec("transaction", [200, 210, 190, 205, 200], round_trips_per_op=2.0, **RCW),
-        rec("script", [500, 430, 560, 470, 520], **RCW),
-        rec("function", [480, 520, 500, 540, 450], **RCW),
-    ]
-    (r,) = recommend(rows)
-    assert r.form == "function" and r.tied_with == ("script",)
-    assert r.tie_within_pct is not None and r.tie_within_pct >= NOISE_PCT
-    assert f"tie with script (within +-{r.tie_within_pct:.0f}%)" in r.headline
-    assert "the throughput of transaction" in r.headline  # the first form it clearly beats
-    assert r.tie_break is not None and r.tie_break.startswith("fewer moving parts: function")
-
-
-def test_blind_writes_weigh_pipelined_against_server_code_atomic_first() -> None:
-    rows = [
-        rec("naive", [100, 100, 100, 100, 100]),
-        rec("pipelined", [510, 470, 530, 480, 500]),
-        rec("transaction", [300, 300, 300, 300, 300]),
-        rec("script", [480, 520, 500, 470, 530]),
-    ]
-    (r,) = recommend(rows)
-    assert r.at_stake == ("pipelined", "script") and r.kind == "blind_writes"
-    assert r.form == "script" and r.tied_with == ("pipelined",)
-    assert r.tie_break == "atomic over non-atomic: no other client sees it half done"
-
-
-def test_a_clearly_faster_non_atomic_form_wins_blind_writes() -> None:
-    rows = [rec("pipelined", [1000, 1020, 990, 1010, 1000]), rec("script", [500] * 4 + [510])]
-    (r,) = recommend(rows)
-    assert r.form == "pipelined" and r.tied_with == ()
-    assert any("not atomic" in why for why in r.reasons)
-
-
-def test_a_form_beaten_by_another_never_wins_a_tie_break() -> None:
-    """transaction is within noise of the noisy best (function) but clearly behind script:
-    it is out, although it would win the tie-break against script."""
-    rows = [
-        rec("transaction", [200, 200, 210, 190, 200], round_trips_per_op=2.0, **RCW),
-        rec("script", [420, 400, 410, 400, 415], **RCW),
-        rec("function", [900, 150, 800, 200, 950], **RCW),
-    ]
-    (r,) = recommend(rows)
-    assert r.form == "function" and r.tied_with == ("script",)
-
-
-def test_open_loop_ranks_by_latency_at_the_fixed_rate() -> None:
-    """Both forms keep up with --rate, so their ops/s are equal; the p50 decides."""
-
-    def open_rec(form: str, p50: list[float]) -> dict[str, Any]:
-        r = rec(form, [500.0] * 5, rate=500.0, **RCW)
-        r["latency_ms"] = {"p50": sum(p50) / 5, "p99": 3.0}
-        r["rounds"] = [{"ops_per_sec": 500.0, "p50": p, "p99": None} for p in p50]
-        return r
-
-    (r,) = recommend([open_rec("transaction", [2.0, 2.1, 1.9, 2.0, 2.0]),
-                      open_rec("script", [1.0, 1.05, 0.95, 1.0, 1.0])])  # fmt: skip
-    assert (r.form, r.metric) == ("script", "p50_ms")
-    assert "p50 2x lower than transaction's" in r.headline
-
-
-def test_noise_gives_declared_ties_not_flips() -> None:
-    """Five runs of three forms with the same true speed and 30% noise per round: every
-    run names a form or a tie that contains the other runs' form."""
+def test_noise_never_makes_one_form_ahead_of_an_equal_one() -> None:
+    """Five runs of three forms with the same true speed and 30% noise per round: equal or
+    not decided, never ahead or behind (a form ahead in one run is never behind in another)."""
     rng = random.Random(7)
-    picks = []
     for _ in range(5):
         rows = [
-            rec(f, [1000 * rng.uniform(0.7, 1.3) for _ in range(5)], **RCW)
+            rec(f, [rng.uniform(0.7, 1.3) for _ in range(10)], **RCW)
             for f in ("transaction", "script", "function")
         ]
         (r,) = recommend(rows)
-        picks.append({r.form, *r.tied_with})
-    assert all(p == {"transaction", "script", "function"} for p in picks), picks
+        assert {c["outcome"] for c in r.comparisons} <= {EQUIVALENT, INCONCLUSIVE}, r.text
+
+
+# -- words that belong to the pair named ---------------------------------------------------
+
+
+def test_each_plus_minus_and_ratio_is_the_pairs_own() -> None:
+    """function is equivalent to script within +-2% and to pipelined within +-8%: each pair
+    says its own reach, never the widest for both. function is 1.8x faster than transaction
+    while script is 1.9x: the ratio quoted with function's name is function's."""
+    rows = [
+        rec("pipelined", [1.0, 1.08] * 5),
+        rec("transaction", scaled(1.8)),
+        rec("script", [0.95, 0.97] * 5),
+        rec("function", [1.0, 1.0] * 5),
+    ]
+    (r,) = recommend(rows)
+    assert r.status == "equivalent" and r.form == "function"
+    table, _ = page(rows)
+    pairs = dict(re.findall(r"equivalent to (\w+) within \+-([\d.]+)%", r.text))
+    assert pairs == {"script": "5.3", "pipelined": "8"}
+    assert "0.556x the p50 latency of transaction (0.556x to 0.556x): ahead beyond +-10%" in table
+    assert "0.533x" not in table  # script's own ratio against transaction is not quoted
+
+
+def test_the_headline_ratio_is_against_the_best_alternative_not_the_slowest() -> None:
+    rows = [
+        rec("transaction", scaled(2.0), round_trips_per_op=2.0, **RCW),
+        rec("script", scaled(1.3), **RCW),
+        rec("function", scaled(1.0), **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert (r.status, r.form, r.alternative) == ("ahead", "function", "script")
+    assert r.ratio == pytest.approx(1.3)
+    table, _ = page(rows)
+    first = table.index("use function: ") + len("use function: ")
+    assert table[first:].startswith("0.769x the p50 latency of script (0.769x to 0.769x)")
+    assert "a lower p50 latency than script at the same round trips" in table
+
+
+def test_the_stated_rule_is_the_rule_the_intervals_apply() -> None:
+    """The words say "ahead by more than 10% in at least N of M rounds": ahead in exactly N
+    rounds decides, in N - 1 it does not; "no more than K rounds beyond 10% either way" is
+    equivalent with K such rounds, not with K + 1."""
+    for m in (10, 20):
+        b = [1.0] * m
+        (words,) = {x.rule for x in recommend([rec("a", scaled(1, m)), rec("b", scaled(1, m))])}
+        need, of = map(int, re.search(r"in at least (\d+) of (\d+) paired rounds", words).groups())  # type: ignore[union-attr]
+        k = int(re.search(r"no more than (\d+) of \d+ rounds beyond", words).group(1))  # type: ignore[union-attr]
+        assert of == m
+
+        def outcome(fast: int, slow: int, near: int = 0, b: list[float] = b) -> str:
+            a = [0.8] * fast + [1.25] * slow + [1.0] * near
+            rows = [rec("script", b), rec("function", a)]
+            (r,) = recommend(rows)
+            return str(r.comparisons[0]["outcome"])
+
+        assert outcome(need, m - need) == AHEAD
+        assert outcome(need - 1, m - need + 1) != AHEAD
+        assert outcome(k, k, m - 2 * k) == EQUIVALENT  # k rounds beyond on each side
+        assert outcome(k + 1, 0, m - k - 1) != EQUIVALENT
+
+
+# -- the forms at stake ------------------------------------------------------------------
+
+
+def test_every_form_with_the_fewest_round_trips_is_at_stake_atomicity_a_stated_reason() -> None:
+    """update_token: pipelined, transaction, script and function are one round trip each."""
+    rows = [
+        rec("naive", scaled(5.0), round_trips_per_op=5.0),
+        rec("pipelined", scaled(1.0), server_usec_per_op=17.0),
+        rec("transaction", scaled(1.01), server_usec_per_op=33.0),
+        rec("script", scaled(1.0), server_usec_per_op=45.0),
+        rec("function", scaled(1.0), server_usec_per_op=45.0),
+    ]
+    (r,) = recommend(rows)
+    assert r.at_stake == ("pipelined", "transaction", "script", "function")
+    assert r.form == "function" and set(r.tied_with) == {"pipelined", "transaction", "script"}
+    table, html = page(rows)
+    assert "function by policy: atomic (pipelined is not)" in table
+    assert "The choice: <b>pipelined vs transaction vs script vs function</b>" in html
+    # server CPU per op beside the verdict: the forms at stake are 2.6x apart
+    assert (
+        "server CPU per op (commandstats): script 45 us, function 45 us, transaction 33 us, "
+        "pipelined 17 us: 2.65x apart" in table
+    )
+
+
+def test_server_cpu_is_not_said_when_the_forms_are_close() -> None:
+    rows = [rec("script", TEN, server_usec_per_op=14.0), rec("pipelined", TEN)]
+    (r,) = recommend(rows)
+    assert r.server_cpu == "" and "server CPU per op" not in page(rows)[0]
+
+
+def test_fewer_moving_parts_prefer_transaction_to_script_and_the_words_say_why() -> None:
+    rows = [
+        rec("transaction", [1.0, 1.02] * 5, **RCW),
+        rec("script", [1.01, 1.0] * 5, **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert (r.status, r.form) == ("equivalent", "transaction")
+    table, _ = page(rows)
+    assert (
+        "transaction by policy: nothing deployed, nothing lost in a failover (script: a "
+        "per-node cache, lost on restart or failover)" in table
+    )
+
+
+def test_a_form_that_lost_updates_is_never_recommended_and_is_ruled_out_in_words() -> None:
+    rows = [
+        rec("transaction", scaled(2.0), round_trips_per_op=2.0, **RCW),
+        rec("script", scaled(0.5), invariant_ok=False, lost_updates=5, invariant_cases=64, **RCW),
+        rec("function", scaled(1.0), **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert r.form == "function" and "script" not in {c["other"] for c in r.comparisons}
+    table, html = page(rows)
+    assert "use function:" in table and "use script" not in table
+    assert "ruled out: script lost updates in 5 of 64 cases" in table
+    assert "ruled out: script lost updates in 5 of 64 cases" in html
 
 
 def test_no_atomic_form_means_no_recommendation_for_a_read_compute_write() -> None:
-    (r,) = recommend([rec("pipelined", [900] * 5, **RCW), rec("naive", [100] * 5, **RCW)])
+    (r,) = recommend([rec("pipelined", TEN, **RCW), rec("naive", scaled(2.0), **RCW)])
     assert r.form is None and "no form at stake" in r.text
 
 
 def test_no_correct_form_says_so() -> None:
-    (r,) = recommend([rec("script", [1.0] * 5, ops=0, errors=10)])
+    (r,) = recommend([rec("script", TEN, ops=0, errors=10)])
     assert r.form is None and "ran correctly" in r.text
-
-
-def test_one_recommendation_per_rtt_and_clients() -> None:
-    rows = [
-        rec("script", [100] * 5),
-        rec("script", [50] * 5, rtt_ms_nominal=2.0),
-        rec("script", [90] * 5, clients=4),
-    ]
-    assert len(recommend(rows)) == 3
 
 
 def test_forms_skipped_on_a_cluster_are_named_with_their_reason() -> None:
     skipped = [{"operation": "op", "form": "script", "reason": "CROSSSLOT: keys in 2 slots"}]
-    (r,) = recommend([rec("naive", [100] * 5), rec("pipelined", [300] * 5)], skipped)
+    (r,) = recommend([rec("naive", scaled(3.0)), rec("pipelined", TEN)], skipped)
     assert r.form == "pipelined"
     assert "ruled out: script could not run here: CROSSSLOT: keys in 2 slots" in r.reasons
 
 
+# -- races ---------------------------------------------------------------------------------
+
+
+def test_one_client_never_reassures_about_races() -> None:
+    rows = [
+        rec("pipelined", scaled(0.9), round_trips_per_op=2.0, invariant_cases=64, **RCW),
+        rec("transaction", scaled(2.0), round_trips_per_op=2.0, **RCW),
+        rec("function", TEN, **RCW),
+    ]
+    (r,) = recommend(rows)
+    (na,) = r.non_atomic
+    assert "with one client no two calls meet on a key, so this run cannot show" in na["text"]
+    table, html = page(rows)
+    assert "no lost update" not in table + html
+    assert "<summary>non-atomic pipelined: one client cannot show a race</summary>" in html
+    hot = [dict(x, clients=4, contention="hot", rtt_ms_nominal=0.0) for x in rows]
+    hot[0] |= {"invariant_ok": False, "lost_updates": 92, "invariant_cases": 130}
+    one, four = recommend(rows + hot)
+    assert "(the run with several clients on hot keys shows them)" in one.non_atomic[0]["text"]
+    assert "it lost updates in 92 of 130 cases here" in four.non_atomic[0]["text"]
+    assert four.text.startswith("op at 0 ms RTT with 4 clients, hot keys:")
+
+
+# -- the figure ----------------------------------------------------------------------------
+
+
+def test_several_clients_at_rtt_0_are_decided_on_cpu_per_op_and_say_so() -> None:
+    def cpu(form: str, us: float) -> dict[str, Any]:
+        r = rec(form, TEN, clients=4, rtt_ms_nominal=0.0, **RCW)
+        r["client_cpu_usec_per_op"], r["server_cpu_usec_per_op"] = us - 10, 10.0
+        for x in r["rounds"]:
+            x["client_cpu_us"], x["server_cpu_us"] = us - 10, 10.0
+        return r
+
+    (r,) = recommend([cpu("transaction", 300.0), cpu("function", 100.0)])
+    assert (r.figure, r.status, r.form) == ("cpu_us_per_op", "ahead", "function")
+    assert "0.333x the CPU per op of transaction" in r.text
+    assert any(x.startswith("decided on client + server CPU per op") for x in r.reasons)
+
+
+def test_the_open_loop_decides_on_p50_at_the_fixed_rate() -> None:
+    rows = [
+        rec("transaction", scaled(2.0), rate=500.0, **RCW),
+        rec("script", scaled(1.0), rate=500.0, **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert (r.form, r.figure) == ("script", "p50_ms")
+    assert "0.500x the p50 latency of transaction" in r.text
+
+
+def test_one_recommendation_per_rtt_clients_and_contention() -> None:
+    rows = [
+        rec("script", TEN),
+        rec("script", TEN, rtt_ms_nominal=2.0),
+        rec("script", TEN, clients=4),
+        rec("script", TEN, clients=4, contention="hot"),
+    ]
+    assert len(recommend(rows)) == 4
+
+
 def test_too_few_samples_withholds_the_form_and_the_tie() -> None:
-    rows = [rec("script", [500] * 5), rec("function", [505] * 5, calls=5, ops=5)]
+    rows = [rec("script", TEN), rec("function", TEN, calls=5, ops=5)]
     (r,) = recommendations(rows)
     assert r["form"] is None and r["tied_with"] == () and "too few samples" in r["text"]
+    assert r["status"] == "too few samples"
 
 
-def test_a_results_file_without_rounds_still_gets_a_verdict() -> None:
-    """Schema 1 files have no rounds: one value per form, no interval."""
-    rows = [rec("script", [500] * 5), rec("pipelined", [200] * 5)]
+def test_a_results_file_without_rounds_gets_an_undecided_verdict() -> None:
+    """Schema 1 files have no rounds: one value per form, no interval, nothing decided."""
+    rows = [rec("script", scaled(1.0)), rec("pipelined", scaled(2.5))]
     for r in rows:
         del r["rounds"]
     (r,) = recommend(rows)
-    assert r.form == "script" and r.ratio == pytest.approx(2.5) and r.ratio_interval is None
+    assert r.status == "inconclusive" and r.ratio == pytest.approx(2.5)
+    assert "1 round(s) cannot decide (6 needed)" in r.text
 
 
-def test_a_win_the_winner_did_not_clear_is_never_claimed_for_it() -> None:
-    """function ties with script; script clearly beats pipelined, function does not (two
-    rounds of ten it was behind). The headline must not say "function: 1.2x pipelined": it
-    says which form cleared the noise against pipelined. Seen in `make demo`:
-    'use function: tie with script (within +-18%); 1.2x the throughput of pipelined (0.89x
-    to 1.5x)'."""
+def test_auto_pipelined_forms_share_writes_and_keep_their_forms_traits() -> None:
+    """``bench --tasks 16``: the auto-pipelined forms' round trips per op are shared writes;
+    the operation's one-round-trip forms (the transaction too) stay at stake, and with 16
+    calls in flight the throughput decides."""
+    many = {"tasks": 16, "rtt_ms_nominal": 1.0}
     rows = [
-        rec("pipelined", [1000.0] * 10),
-        rec("script", [1250.0] * 8 + [1200.0, 1150.0]),
-        rec("function", [1250.0] * 8 + [900.0, 950.0]),
+        rec("pipelined", TEN, **many),
+        rec("transaction", TEN, **many),
+        rec("script", TEN, **many),
+        rec("function", TEN, **many),
+        rec("auto pipelined", scaled(0.2), round_trips_per_op=0.1, **many),
+        rec("auto function", scaled(0.2), round_trips_per_op=0.1, **many),
     ]
     (r,) = recommend(rows)
-    assert r.form == "function" and r.tied_with == ("script",)
-    assert r.beats == "pipelined" and r.beats_by == "script"
-    assert r.beats_ratio_interval is not None and r.beats_ratio_interval[0] > 1.05
-    assert "script, tied with it, has 1.2x the throughput of pipelined (1.2x to 1.2x)" in (
-        r.headline
-    )
-    assert "; 1.2x the throughput of pipelined" not in r.headline
-
-
-def test_the_open_loop_never_says_a_higher_p50_is_lower() -> None:
-    """A non-atomic form slower than the winner at the fixed rate: 'p50 1.25x higher', not
-    'p50 0.8x lower'."""
-
-    def open_rec(form: str, p50: float, **kw: Any) -> dict[str, Any]:
-        r = rec(form, [400.0] * 10, rate=400.0, **kw)
-        r["latency_ms"] = {"p50": p50, "p99": 3.0}
-        r["rounds"] = [{"ops_per_sec": 400.0, "p50": p50, "p99": None} for _ in range(10)]
-        return r
-
-    (r,) = recommend([open_rec("pipelined", 2.5, **RCW), open_rec("script", 2.0, **RCW),
-                      open_rec("transaction", 4.0, **RCW)])  # fmt: skip
-    (na,) = r.non_atomic
-    assert "pipelined would be p50 1.2x higher than script's" in na["text"], na["text"]
-    assert "lower" not in na["text"]
+    assert "transaction" in r.at_stake and "auto function" in r.at_stake
+    assert r.figure == "ops_per_sec"
+    assert r.form == "auto function"  # atomic, a function's traits, by policy over auto pipelined
+    assert "auto function by policy: atomic (auto pipelined is not)" in r.text

@@ -8,6 +8,7 @@ from typing import Any
 
 from luapipe.report import render_table
 
+from ..helpers import unwrapped
 from .test_report import record
 
 
@@ -16,11 +17,13 @@ def result(*records: dict[str, Any], **kw: Any) -> dict[str, Any]:
 
 
 def cell(table: str, row: int, column: str) -> str:
-    """The text under ``column`` in data row ``row`` (0-based) of the rendered table
-    (columns are at least two spaces apart; a cell has at most single spaces)."""
-    lines = table.splitlines()
-    header = re.split(r"\s{2,}", lines[0].strip())
-    cells = re.split(r"\s{2,}", lines[2 + row].strip())
+    """The text under ``column`` in data row ``row`` (0-based) of the first block of the
+    rendered table (its title, its header, a row per form; columns are at least two spaces
+    apart, a cell has at most single spaces)."""
+    lines = [line.strip() for line in table.splitlines()]
+    at = next(n for n, line in enumerate(lines) if line.startswith("form"))
+    header = re.split(r"\s{2,}", lines[at])
+    cells = re.split(r"\s{2,}", lines[at + 1 + row])
     assert len(cells) == len(header), (header, cells)
     return cells[header.index(column)]
 
@@ -56,7 +59,7 @@ def test_open_loop_shows_uncorrected_percentiles_beside_corrected_ones() -> None
     table = render_table(result(rec))
     assert (cell(table, 0, "p50"), cell(table, 0, "p50 raw")) == ("1", "0.4")
     assert (cell(table, 0, "p99"), cell(table, 0, "p99 raw")) == ("2", "0.9")
-    assert "p50 raw/p99 raw from its actual send" in table
+    assert "p50 raw/p99 raw from its actual send" in unwrapped(table)
     assert "p50 raw" not in render_table(result(record()))  # closed loop: no such column
 
 

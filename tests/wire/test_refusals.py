@@ -27,6 +27,7 @@ from luapipe.errors import (
     ScriptSyntaxError,
     ServerError,
     acl_words,
+    translate,
 )
 from luapipe.scripts.fcall import FunctionCall
 from luapipe.scripts.library import FunctionLibrary, LuaFunction
@@ -90,6 +91,14 @@ def test_noscript_is_a_refusal_only_for_evalsha() -> None:
         assert refused(text, "EVALSHA") and refused(text, "evalsha_ro")
         assert not refused(text, "EVAL") and not refused(text)
     assert not refused("NOSCRIPT not really", "EVALSHA")
+
+
+def test_the_code_is_a_whole_word() -> None:
+    """BUSYKEY (RESTORE onto an existing key) is not BUSY: it ran, and failed."""
+    text = "BUSYKEY Target key name already exists."
+    assert not refused(text, "EVAL")
+    assert not isinstance(translate(redis.ResponseError(text)), BusyError)
+    assert not isinstance(script_error(_script("x"), text), BusyError)
 
 
 def test_the_lua_trailer_wins_over_any_code() -> None:

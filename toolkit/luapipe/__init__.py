@@ -11,9 +11,9 @@ The public API (pinned by ``tests/test_api.py``; names are never renamed)::
 from __future__ import annotations
 
 from luapipe import _moved
-from luapipe.bench.recommend import Recommendation, recommend
 from luapipe.bench.results import BenchResult
 from luapipe.bench.runner import BenchConfig, run_bench
+from luapipe.bench.verdict import Recommendation, recommend
 from luapipe.errors import (
     AuthenticationFailed,
     BusyError,

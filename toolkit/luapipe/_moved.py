@@ -38,6 +38,13 @@ MOVED: dict[str, str] = {
     "luapipe.scripts.aio": "luapipe.scripts.registry",
     "luapipe.scripts.aio_pipeline": "luapipe.scripts.pipeline",
     "luapipe.spec": "luapipe.operations.spec",
+    # the verdict in one package (issue 19); luapipe.bench.verdict itself keeps its path
+    "luapipe.bench.compare": "luapipe.bench.verdict.compare",
+    "luapipe.bench.intervals": "luapipe.bench.verdict.intervals",
+    "luapipe.bench.model": "luapipe.bench.verdict.model",
+    "luapipe.bench.reasons": "luapipe.bench.verdict.reasons",
+    "luapipe.bench.recommend": "luapipe.bench.verdict",
+    "luapipe.bench.summary": "luapipe.bench.verdict.summary",
 }
 
 #: old public module path -> the modules its names went to (looked up in this order)

@@ -464,7 +464,7 @@ def _from_reply(
             f"proto-max-bulk-len; nothing ran ({text})",
             like=cls,
         )
-    if text.startswith("BUSY"):
+    if text.startswith("BUSY "):  # not BUSYKEY (RESTORE, COPY... onto an existing key)
         return BusyError(f"BUSY: the server{at} is running a slow script ({text})", like=cls)
     if issubclass(cls, rex.ClusterCrossSlotError):
         return CrossSlotError(text, status_code=code)

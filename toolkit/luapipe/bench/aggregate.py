@@ -6,14 +6,20 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from luapipe.bench.intervals import mean_interval
 from luapipe.bench.loop import WorkerResult
-from luapipe.bench.model import predict_ms
 from luapipe.bench.results import Record
 from luapipe.bench.stats import LatencyHistogram
+from luapipe.bench.verdict import interval_of, predict_ms
 from luapipe.bench.workloads import ATOMIC_FORMS, Workload
 
-__all__ = ["WRITE_SHARE_TOLERANCE", "FormTotals", "SliceCost", "build_record", "server_cost"]
+__all__ = [
+    "WRITE_SHARE_TOLERANCE",
+    "FormTotals",
+    "ServerCounters",
+    "SliceCost",
+    "build_record",
+    "server_cost",
+]
 
 #: a measured write share further than this from the declared one is flagged
 WRITE_SHARE_TOLERANCE = 0.10
@@ -36,20 +42,32 @@ HARNESS_COMMANDS = (
 )
 
 
-def server_cost(admin: Any) -> dict[str, tuple[int, int]]:
-    """``{command: (calls, usec)}`` from INFO commandstats (summed over a cluster's
-    primaries)."""
+@dataclass(frozen=True)
+class ServerCounters:
+    """The server's counters at one moment, summed over a cluster's primaries:
+    ``{command: (calls, usec)}`` from INFO commandstats (time inside each command), and the
+    main thread's CPU (user + system, INFO cpu: parsing and socket I/O included)."""
+
+    commands: dict[str, tuple[int, int]]
+    cpu_us: int = 0
+
+
+def server_cost(admin: Any) -> ServerCounters:
+    """INFO commandstats and INFO cpu of every primary, in one INFO call each."""
     from luapipe.bench.topology import primaries
 
     out: dict[str, tuple[int, int]] = {}
+    cpu = 0.0
     for node in primaries(admin):
-        raw: dict[str, Any] = dict(node.info("commandstats"))
+        raw: dict[str, Any] = dict(node.info("commandstats", "cpu"))
         for key, v in raw.items():
-            name = key.removeprefix("cmdstat_")
-            if isinstance(v, dict):
+            if key in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread"):
+                cpu += float(v)
+            elif key.startswith("cmdstat_") and isinstance(v, dict):
+                name = key.removeprefix("cmdstat_")
                 c0, u0 = out.get(name, (0, 0))
                 out[name] = (c0 + int(v.get("calls", 0)), u0 + int(v.get("usec", 0)))
-    return out
+    return ServerCounters(out, round(cpu * 1e6))
 
 
 @dataclass(frozen=True)
@@ -63,12 +81,13 @@ class SliceCost:
     added_rtt_ms: float = 0.0  # what the path adds to a direct round trip (probe)
     broken: int = 0  # cases (state copies) whose invariant broke
     checked: int = 0  # cases (state copies) the invariant was checked on
+    cpu_us: int = 0  # the server's main thread CPU during the slice (INFO cpu)
 
     @classmethod
     def of(
         cls,
-        before: dict[str, tuple[int, int]],
-        after: dict[str, tuple[int, int]],
+        before: ServerCounters,
+        after: ServerCounters,
         bystander_gets: int,
         by_hist: LatencyHistogram | None,
         ok: bool,
@@ -79,10 +98,10 @@ class SliceCost:
         checked: int = 0,
     ) -> SliceCost:
         calls = usec = 0
-        for name, (c1, u1) in after.items():
+        for name, (c1, u1) in after.commands.items():
             if name.split("|")[0] in HARNESS_COMMANDS:
                 continue
-            c0, u0 = before.get(name, (0, 0))
+            c0, u0 = before.commands.get(name, (0, 0))
             if c1 < c0:  # the server restarted during the slice: its counters began again
                 c0 = u0 = 0
             dc, du = c1 - c0, u1 - u0
@@ -92,7 +111,8 @@ class SliceCost:
                 dc -= share
             calls += dc
             usec += du
-        return cls(calls, usec, by_hist, ok, detail, wire_ms, added_rtt_ms, broken, checked)
+        cpu = max(0, after.cpu_us - before.cpu_us)  # a restart begins the counter again
+        return cls(calls, usec, by_hist, ok, detail, wire_ms, added_rtt_ms, broken, checked, cpu)
 
 
 @dataclass
@@ -111,6 +131,7 @@ class FormTotals:
     seconds: float = 0.0
     server_calls: int = 0
     server_usec: int = 0
+    server_cpu_us: int = 0
     invariant_ok: bool = True
     details: list[str] = field(default_factory=list)
     wires: list[float] = field(default_factory=list)
@@ -127,6 +148,7 @@ class FormTotals:
         times = []
         hist = LatencyHistogram()
         calls = 0
+        cpu_s = 0.0
         wrote: int | None = 0
         for r in results:
             if isinstance(r, str):
@@ -144,6 +166,7 @@ class FormTotals:
             self.round_trips += r.round_trips
             self.commands += r.commands
             self.cpu_s += r.cpu_s
+            cpu_s += r.cpu_s
             times.append(r.elapsed_s)
             self.samples.extend(s for s in r.error_samples if len(self.samples) < 5)
         seconds = sum(times) / len(times) if times else 0.0
@@ -153,20 +176,27 @@ class FormTotals:
         self.broken += cost.broken
         self.checked += cost.checked
         lat = hist.summary()
+        ops = calls * batch
         self.rounds.append(
             {
-                "ops_per_sec": _div(calls * batch, seconds),
+                "ops_per_sec": _div(ops, seconds),
                 "calls": calls,
                 "seconds": seconds,
                 "p50": lat.p50,
                 "p99": lat.p99,
                 "mean": lat.mean,
+                # per operation: the client's CPU, the server's time inside commands
+                # (commandstats) and its main thread's CPU (INFO cpu)
+                "client_cpu_us": _div(cpu_s * 1e6, ops) if ops else None,
+                "server_us": _div(cost.usec, ops) if ops else None,
+                "server_cpu_us": _div(cost.cpu_us, ops) if ops and cost.cpu_us else None,
             }
         )
         self.wires.append(cost.wire_ms)
         self.added.append(cost.added_rtt_ms)
         self.server_calls += cost.calls
         self.server_usec += cost.usec
+        self.server_cpu_us += cost.cpu_us
         if cost.bystander is not None:
             self.bystander.merge(cost.bystander)
         if not cost.invariant_ok:
@@ -222,7 +252,15 @@ def build_record(
         err = 100.0 * (model - summary.mean) / summary.mean
     share = None if t.wrote is None or not ops else t.wrote / ops
     declared = getattr(w, "write_share_declared", None)
-    lat_rounds = {k: mean_interval([r[k] for r in t.rounds]) for k in ("p50", "p99", "mean")}
+    lat_rounds = {k: _span([r[k] for r in t.rounds]) for k in ("p50", "p99", "mean")}
+    server_cpu = _div(t.server_cpu_us, ops) if t.server_cpu_us else None
+    turns = interval_of([r.get("p50_turns") for r in t.rounds])
+    cpu_rounds = [
+        None
+        if r["client_cpu_us"] is None or r["server_cpu_us"] is None
+        else r["client_cpu_us"] + r["server_cpu_us"]
+        for r in t.rounds
+    ]
     return Record(
         operation=w.name,
         form=form,
@@ -235,6 +273,9 @@ def build_record(
         round_trips_per_op=_div(rt, b),
         commands_per_op=_div(t.commands, attempts * b),
         server_usec_per_op=server_us,
+        server_cpu_usec_per_op=server_cpu,
+        cpu_usec_per_op=None if server_cpu is None else cpu_us + server_cpu,
+        cpu_usec_per_op_interval=_span(cpu_rounds),
         retries_per_op=_div(t.retries, ops),
         errors=t.errors,
         invariant_ok=t.invariant_ok,
@@ -257,18 +298,28 @@ def build_record(
         rtt_ms_under_load=round(under_load, 4),
         model_latency_ms=model,
         model_error_pct=err if clients == 1 and rate is None and b == 1 else None,
-        atomic=form in ATOMIC_FORMS,
+        atomic=form in getattr(w, "atomic_forms", ATOMIC_FORMS),
         write_share=share,
         write_share_declared=declared,
         write_share_off=share is not None
         and declared is not None
         and abs(share - declared) > WRITE_SHARE_TOLERANCE,
         rounds=list(t.rounds),
-        ops_per_sec_interval=mean_interval([r["ops_per_sec"] for r in t.rounds]),
+        ops_per_sec_interval=_span([r["ops_per_sec"] for r in t.rounds]),
         latency_ms_interval=lat_rounds,
         lost_updates=t.broken,
         invariant_cases=t.checked,
         client_wait_usec_per_op=wait_us,
         read_compute_write=bool(w.describe().get("read_compute_write", False)),
+        contention=str(getattr(w, "contention", "spread")),
+        p50_turns_ms=None if turns is None else turns.value,
+        p50_turns_ms_interval=_span([r.get("p50_turns") for r in t.rounds]),
         tasks=tasks,
     )
+
+
+def _span(values: list[float | None]) -> tuple[float, float] | None:
+    """The report's one interval (the median round's, see ``bench/verdict/intervals.py``);
+    None with fewer than two rounds."""
+    iv = interval_of(values)
+    return None if iv is None or iv.rounds < 2 else (iv.lo, iv.hi)

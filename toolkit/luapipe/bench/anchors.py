@@ -22,10 +22,9 @@ from dataclasses import dataclass, replace
 
 import redis
 
-from luapipe.bench.results import BenchResult
+from luapipe.bench.results import BenchResult, finish
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
 from luapipe.bench.runner import BenchConfig, Progress, run_bench
-from luapipe.bench.summary import summarize
 from luapipe.bench.verdict import MIN_CALLS
 from luapipe.bench.workloads import PingWorkload, UpdateTokenWorkload
 
@@ -262,12 +261,11 @@ def _merged(
     }
     direct = [c for p in parts for c in p.calibrations if c.rtt_ms_nominal == 0][:1]
     cals = direct + [c for p in parts for c in p.calibrations if c.rtt_ms_nominal > 0]
-    result = summarize(
+    result = finish(
         manifest,
         cals,
         [r for p in parts for r in p.records],
         [(work.name, work.forms)],
-        config.clients,
         cluster=False,
         skipped=[],
         events=[e for p in parts for e in p.errors if e.get("operation") == "harness"],

@@ -13,7 +13,7 @@ import contextlib
 import multiprocessing as mp
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -21,7 +21,7 @@ import redis
 
 from luapipe.bench import running
 from luapipe.bench.benchkeys import key
-from luapipe.bench.counting import counters, counting_client
+from luapipe.bench.counting import Counts, counters, counting_client
 from luapipe.bench.stats import LatencyHistogram
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, mask_url
@@ -34,10 +34,14 @@ __all__ = [
     "client_for",
     "run_client",
     "run_clients",
+    "run_turns",
     "runqueue_wait_s",
     "wait_until",
 ]
 
+#: a forked worker's word that it connected and waits for its window's start
+READY = "ready"
+READY_TIMEOUT_S = 30.0
 SPIN_S = 150e-6  # time.sleep overshoots ~90-110 us here: sleep to 150 us before, then spin
 MAX_ERROR_SAMPLES = 3
 
@@ -86,7 +90,8 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
     hist, raw = LatencyHistogram(), LatencyHistogram()
     calls = errors = retries = 0
     samples: list[str] = []
-    before = counters(client)
+    own = getattr(op, "counts", None)  # a form with a client of its own (asyncio) counts it
+    before = _plus(counters(client), own)
     interval = 1.0 / plan.rate if plan.rate else 0.0
     wait_until(plan.t_start)
     wrote0 = getattr(op, "wrote", None)
@@ -120,7 +125,10 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
     cpu = time.thread_time() - cpu0
     waited = runqueue_wait_s() - wait0
     wrote = getattr(op, "wrote", None)
-    delta = counters(client).minus(before)
+    delta = _plus(counters(client), own).minus(before)
+    close = getattr(op, "close", None)
+    if close is not None:
+        close()
     return WorkerResult(
         hist=hist.encode(),
         hist_uncorrected=raw.encode() if interval else b"",
@@ -136,6 +144,41 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
         wrote=None if wrote is None or wrote0 is None else int(wrote) - int(wrote0),
         wait_s=max(0.0, waited),
     )
+
+
+def _plus(counts: Counts, own: Any) -> Counts:
+    extra = own() if own is not None else None
+    if extra is None:
+        return counts
+    return Counts(counts.round_trips + extra.round_trips, counts.commands + extra.commands)
+
+
+def run_turns(
+    workload: Workload, client: redis.Redis, forms: tuple[str, ...], seed: int, seconds: float
+) -> dict[str, LatencyHistogram]:
+    """One client, the ``forms`` taking turns call by call (A, B, C, A, B, C...) for
+    ``seconds``: each form's latencies. A stall of the host then falls on every form alike,
+    so their medians compare at the finest pairing there is. Failed calls are not timed (the
+    forms' own slices count them)."""
+    fns = {f: workload.op_fn(client, f, 0, seed) for f in forms}
+    hists = {f: LatencyHistogram() for f in forms}
+    clock = time.perf_counter
+    end = clock() + seconds
+    i = 0
+    while clock() < end:
+        for f in forms:
+            start = clock()
+            try:
+                fns[f](i)
+            except (redis.RedisError, LuapipeError, OSError):
+                continue
+            hists[f].record_seconds(clock() - start)
+        i += 1
+    for fn in fns.values():  # a form with a client of its own (asyncio) closes it
+        close = getattr(fn, "close", None)
+        if close is not None:
+            close()
+    return hists
 
 
 def runqueue_wait_s() -> float:
@@ -174,6 +217,7 @@ def _default_sigterm() -> None:
 
 
 def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
+    """Connect, say "ready", take the window's start from the parent, run, send the result."""
     _default_sigterm()
     try:
         if plan.tasks > 1:  # many requests in flight: asyncio tasks (bench/tasks.py)
@@ -182,7 +226,10 @@ def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
             out.send(WorkerResult(**run_tasks(workload, plan, runqueue_wait_s)))
             return
         client = client_for(plan)
-        out.send(run_client(workload, client, plan))
+        out.send(READY)
+        start = float(out.recv())
+        span = plan.t_end - plan.t_start
+        out.send(run_client(workload, client, replace(plan, t_start=start, t_end=start + span)))
     except BaseException as exc:  # the parent reports it; a worker never hangs the run
         out.send(f"{type(exc).__name__}: {mask_url(str(exc))}")
     finally:
@@ -192,24 +239,33 @@ def _worker_main(workload: Workload, plan: ClientPlan, out: Connection) -> None:
 def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResult | str]:
     """Run each plan in a forked worker process; a string result is a worker's failure.
 
-    Every worker is stopped before this returns or raises (an interrupt included)."""
+    The timed windows open together once every worker has connected (not before the plans'
+    ``t_start``), so a worker forked late on a busy machine does not miss its window; each
+    window keeps its planned length. Every worker is stopped before this returns or raises
+    (an interrupt included)."""
     ctx = mp.get_context("fork")
     procs: list[tuple[Any, Connection]] = []
     n = len(plans)
     token = running.started(f"{n} benchmark worker{'' if n == 1 else 's'}")
     try:
         for plan in plans:
-            recv, send = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_worker_main, args=(workload, plan, send), daemon=True)
+            mine, theirs = ctx.Pipe(duplex=True)
+            p = ctx.Process(target=_worker_main, args=(workload, plan, theirs), daemon=True)
             p.start()
-            send.close()
-            procs.append((p, recv))
+            theirs.close()
+            procs.append((p, mine))
+        early: dict[int, WorkerResult | str] = {}
+        for n, (p, conn) in enumerate(procs):  # each says "ready", or why it cannot run
+            said = _receive(p, conn, READY_TIMEOUT_S)
+            if said != READY:
+                early[n] = said
+        start = max(time.perf_counter() + 0.002, min(plan.t_start for plan in plans))
+        for n, (_, conn) in enumerate(procs):
+            if n not in early:
+                conn.send(start)
         results: list[WorkerResult | str] = []
-        for p, recv in procs:
-            try:
-                results.append(recv.recv())
-            except EOFError:
-                results.append(f"worker {p.pid} exited with code {p.exitcode}")
+        for n, (p, conn) in enumerate(procs):
+            results.append(early[n] if n in early else _receive(p, conn, None))
             p.join(timeout=10)
         return results
     finally:
@@ -217,6 +273,17 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
             _stop(p)
             recv.close()
         running.stopped(token)
+
+
+def _receive(p: Any, conn: Connection, timeout: float | None) -> Any:
+    """What worker ``p`` sends next, or why nothing came."""
+    try:
+        if timeout is not None and not conn.poll(timeout):
+            return f"worker {p.pid} did not connect within {timeout:g} s"
+        return conn.recv()
+    except EOFError:
+        p.join(timeout=1)
+        return f"worker {p.pid} exited with code {p.exitcode}"
 
 
 def _stop(p: Any) -> None:

@@ -16,7 +16,7 @@ only (refused on a cluster).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
@@ -47,7 +47,7 @@ from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
 from luapipe.wire.routing import is_cluster
 
-__all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads"]
+__all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads", "with_forms"]
 
 BUILTINS = ("ping", "update_token")
 
@@ -69,6 +69,8 @@ class OperationWorkload:
     libraries: list[LibrarySnapshot | None] = field(default_factory=list, compare=False)
     #: mutable run state: the shared copy frontier, copies pre-set, the last check's counts
     state: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: time only these of the operation's forms (empty: every form)
+    only: tuple[str, ...] = ()
 
     @property
     def draw(self) -> BenchDraw | None:
@@ -92,7 +94,7 @@ class OperationWorkload:
 
     @property
     def forms(self) -> tuple[str, ...]:
-        return tuple(self.op.forms)
+        return tuple(f for f in self.op.forms if not self.only or f in self.only)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -137,9 +139,8 @@ class OperationWorkload:
             cases = select_cases(self.op, client, self.draw, want, rng)
             object.__setattr__(self, "cases", cases)
             delete_matching(client, patterns(self.name))
-        self.baseline.clear()
         write_states(client, self.cases)
-        if self.op.invariant is not None:
+        if self.op.invariant is not None and not self.baseline:  # the same every slice
             self.baseline.update(enumerate(invariants(self.op, client, self.cases)))
         self.state["frontier"] = RawArray("q", len(self.cases))
         if self.renew == "refused":
@@ -152,7 +153,8 @@ class OperationWorkload:
         if not any(c.state for c in self.cases):
             self.state["copies"] = 1_000_000
             return
-        n = min(budget, max(64, int(self.state.get("need", 0))))
+        # 64 before any slice said how far they go, then 4x what the last slices reached
+        n = min(budget, int(self.state.get("need", 64)))
         copies = [
             rebase(case, copy_namespace(case.namespace, str(j)))
             for case in self.cases
@@ -249,10 +251,30 @@ class OperationWorkload:
         return True, f"invariant held in {checked} cases ({ops_done} ops)"
 
 
+def with_forms(w: Workload, forms: tuple[str, ...]) -> Workload:
+    """``w`` timing only those of its forms that are in ``forms`` (in its own order)."""
+    keep = tuple(f for f in w.forms if f in forms)
+    if isinstance(w, OperationWorkload):
+        return replace(w, only=keep)
+    if isinstance(w, UpdateTokenWorkload | PingWorkload):
+        return replace(w, forms=keep)
+    raise LuapipeError(f"{w.name}: its forms cannot be chosen")
+
+
 def resolve_workloads(
-    names: list[str], *, contention: str = "spread", batch: int = 1, seed: int = 1
+    names: list[str],
+    *,
+    contention: str = "spread",
+    batch: int = 1,
+    seed: int = 1,
+    scripts_dir: str | None = None,
+    tasks: int = 1,
 ) -> list[Workload]:
-    """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``)."""
+    """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``);
+    a team's own script: a ``.lua`` file, its ``.bench.toml`` profile, or the name of a
+    script of ``scripts_dir`` (see :mod:`luapipe.bench.scripttargets`)."""
+    from luapipe.bench.scripttargets import is_script_target, script_workload
+
     try:
         zipf_exponent(contention)
     except ValueError as exc:
@@ -263,14 +285,21 @@ def resolve_workloads(
             out.append(PingWorkload(batch=batch))
         elif name == "update_token":
             out.append(UpdateTokenWorkload(contention=contention, batch=batch))
-        else:
-            path = spec_path(name)
-            if path is None:
+        elif is_script_target(name) or spec_path(name) is None:
+            found = script_workload(
+                name, scripts_dir, contention=contention, seed=seed, batch=batch, tasks=tasks
+            )
+            if found is None:
                 known = ", ".join(catalogue_names())
                 raise LuapipeError(
                     f"unknown operation {name!r}: not a file, not built in "
-                    f"({', '.join(BUILTINS)}), not in the catalogue ({known})"
+                    f"({', '.join(BUILTINS)}), not in the catalogue ({known}), not a script "
+                    "of the scripts directory (--dir)"
                 )
+            out.append(found)
+        else:
+            path = spec_path(name)
+            assert path is not None
             from luapipe.operations.spec import load_operation
 
             op = load_operation(path)

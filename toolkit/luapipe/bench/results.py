@@ -5,13 +5,16 @@ The JSON document (see ``luapipe.report.json_out`` for the schema) is ``BenchRes
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from luapipe.bench.model import Crossover
+from luapipe.bench.manifest import netem_available
 from luapipe.bench.rttproxy import Calibration
+from luapipe.bench.verdict import Crossover, summarize
 
-__all__ = ["BenchResult", "Record", "SCHEMA_VERSION", "error_summary"]
+__all__ = ["BenchResult", "Record", "SCHEMA_VERSION", "error_summary", "finish"]
 
 SCHEMA_VERSION = 2
 
@@ -58,11 +61,23 @@ class Record:
     write_share_declared: float | None = None  # the bench profile's intended share
     write_share_off: bool = False  # more than 10 points between the two
     rounds: list[dict[str, Any]] = field(default_factory=list)  # per timed round, in order
-    ops_per_sec_interval: tuple[float, float] | None = None  # 95%, across rounds
+    ops_per_sec_interval: tuple[float, float] | None = None  # the median round's interval
     latency_ms_interval: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     lost_updates: int = 0  # checked cases (state copies) whose invariant broke
     invariant_cases: int = 0  # cases (state copies) the invariant was checked on
     client_wait_usec_per_op: float = 0.0  # client runnable but waiting for a CPU
+    #: the server's main thread CPU per op (INFO cpu: parsing and socket I/O included);
+    #: None when the server does not say
+    server_cpu_usec_per_op: float | None = None
+    #: the client's plus the server's main thread CPU per op (the figure with several
+    #: clients at RTT 0), and its interval across rounds
+    cpu_usec_per_op: float | None = None
+    cpu_usec_per_op_interval: tuple[float, float] | None = None
+    contention: str = "spread"  # hot | spread | zipf:S: which keys the calls touched
+    #: one client: the median of the rounds' p50 while the forms took turns call by call
+    #: (what decides there), and its interval across rounds
+    p50_turns_ms: float | None = None
+    p50_turns_ms_interval: tuple[float, float] | None = None
     tasks: int = 1  # asyncio tasks per client (requests in flight per client, --tasks)
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,6 +100,8 @@ class BenchResult:
     skipped: list[dict[str, str]] = field(default_factory=list)
     #: failed calls per (operation, form, rtt, clients), and the harness's retried failures
     errors: list[dict[str, Any]] = field(default_factory=list)
+    #: the figure, the decision rule, the interval method and the policy, stated once
+    method: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +114,7 @@ class BenchResult:
             "records": [r.as_dict() for r in self.records],
             "crossovers": [asdict(c) | {"text": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,
+            "method": self.method,
             "notes": self.notes,
             "model_notes": self.model_notes,
             "skipped": self.skipped,
@@ -119,3 +137,40 @@ def error_summary(records: list[Record]) -> list[dict[str, Any]]:
         for r in records
         if r.errors
     ]
+
+
+def finish(
+    manifest: dict[str, Any],
+    cals: list[Calibration],
+    records: list[Record],
+    workloads: Sequence[tuple[str, tuple[str, ...]]],
+    *,
+    cluster: bool,
+    skipped: list[dict[str, str]],
+    events: list[dict[str, Any]],
+) -> BenchResult:
+    """The :class:`BenchResult` of a run, with the verdict (``luapipe.bench.verdict``):
+    ``workloads`` is (name, forms that ran)."""
+    load = os.getloadavg()
+    manifest["machine"]["load_average_at_end"] = [round(x, 2) for x in load]
+    s = summarize(
+        [r.as_dict() for r in records],
+        workloads,
+        skipped=skipped,
+        cluster=cluster,
+        load=load[0],
+        cpus=os.cpu_count(),
+        netem=netem_available(),
+    )
+    return BenchResult(
+        manifest=manifest,
+        calibrations=cals,
+        records=records,
+        crossovers=s.crossovers,
+        recommendations=s.recommendations,
+        notes=s.notes,
+        model_notes=s.model_notes,
+        skipped=skipped,
+        errors=error_summary(records) + events,
+        method=s.method,
+    )

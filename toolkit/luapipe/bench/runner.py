@@ -23,7 +23,13 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 
-from luapipe.bench.aggregate import FormTotals, SliceCost, build_record, server_cost
+from luapipe.bench.aggregate import (
+    FormTotals,
+    ServerCounters,
+    SliceCost,
+    build_record,
+    server_cost,
+)
 from luapipe.bench.benchkeys import delete_run_keys
 from luapipe.bench.calibrate import PingProbe
 from luapipe.bench.loop import (
@@ -33,12 +39,12 @@ from luapipe.bench.loop import (
     bystander_keys,
     run_client,
     run_clients,
+    run_turns,
 )
 from luapipe.bench.manifest import build_manifest, refuse_fake
 from luapipe.bench.patience import Events, patiently
-from luapipe.bench.results import BenchResult, Record
+from luapipe.bench.results import BenchResult, Record, finish
 from luapipe.bench.rttproxy import Calibration, RttProxy, calibrate
-from luapipe.bench.summary import summarize
 from luapipe.bench.tasks import auto_forms, split_form
 from luapipe.bench.topology import (
     counting_for,
@@ -51,7 +57,7 @@ from luapipe.bench.topology import (
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, printable_url, translate
 
-__all__ = ["BenchConfig", "Progress", "retarget", "run_bench"]
+__all__ = ["BenchConfig", "Part", "Progress", "retarget", "run_bench"]
 
 T = TypeVar("T")
 
@@ -69,6 +75,16 @@ class BenchConfig:
     seed: int = 1
     patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
     tasks: int = 1  # asyncio tasks per client process; > 1 adds the auto-pipelined forms
+    #: one client at RTT 0 (closed loop): each round also lets the forms take turns call by
+    #: call for this many times a form's slice; their p50s there decide (0: no turns). Over a
+    #: simulated RTT a call is long and steady (the proxy's delay): a form's own slice gives
+    #: more calls per round than a share of turns, and its p50 decides
+    turns: float = 2.0
+
+
+#: more workloads measured in the same run with their own settings (the demo's contention
+#: slice: 4 clients on hot keys after the 1-client sweep)
+Part = tuple[Sequence[Workload], BenchConfig]
 
 
 @dataclass(frozen=True)
@@ -82,16 +98,17 @@ class _Run:
     def __init__(
         self,
         url: str,
-        workloads: Sequence[Workload],
-        config: BenchConfig,
+        parts: Sequence[Part],
         progress: Callable[[Progress], None] | None,
     ) -> None:
-        self.url, self.workloads, self.config = url, list(workloads), config
+        self.parts = [(list(ws), cfg) for ws, cfg in parts]
+        self.workloads = [w for ws, _ in self.parts for w in ws]
+        self.url, self.config = url, self.parts[0][1]
         self.node_admin = redis.Redis.from_url(url, socket_timeout=60)
         refuse_fake(self.node_admin)
         self.events = Events()
         self.cluster = patiently(
-            lambda: is_cluster_server(self.node_admin), "connect", None, config.patience_s
+            lambda: is_cluster_server(self.node_admin), "connect", None, self.config.patience_s
         )
         self.admin: Any = self.node_admin
         if self.cluster:
@@ -104,13 +121,18 @@ class _Run:
         self.done = 0
         self.guess_ms: dict[str, float] = {}
         self.pings = PingProbe()
-        forms = sum(len(self.forms(w)) for w in self.workloads)
-        self.total = len(config.rtts_ms) * len(config.clients) * forms * (config.rounds + 1)
+        self.total = sum(
+            len(cfg.rtts_ms) * len(cfg.clients) * len(self.forms(w, cfg)) * (cfg.rounds + 1)
+            for ws, cfg in self.parts
+            for w in ws
+        )
 
-    def forms(self, w: Workload) -> tuple[str, ...]:
+    def forms(self, w: Workload, cfg: BenchConfig | None = None) -> tuple[str, ...]:
         """The forms of ``w`` that can run here (on a cluster: not the skipped ones); with
-        several tasks per client, their auto-pipelined variants too."""
-        forms = auto_forms(w.forms) if self.config.tasks > 1 else tuple(w.forms)
+        several tasks per client (of ``cfg``, else the part being measured), their
+        auto-pipelined variants too."""
+        tasks = (cfg or self.config).tasks
+        forms = auto_forms(w.forms) if tasks > 1 else tuple(w.forms)
         skips = self.skips.get(w.name, {})
         return tuple(f for f in forms if f not in skips and split_form(f)[0] not in skips)
 
@@ -118,8 +140,8 @@ class _Run:
         """``fn()`` retried through restarts, BUSY and killed connections (idempotent)."""
         return patiently(fn, what, self.events, self.config.patience_s)
 
-    def cost(self) -> dict[str, tuple[int, int]]:
-        """INFO commandstats, summed over the primaries of a cluster."""
+    def cost(self) -> ServerCounters:
+        """INFO commandstats and cpu, summed over the primaries of a cluster."""
         return self.retry(lambda: server_cost(self.admin), "INFO commandstats")
 
     def cleanup(self) -> None:
@@ -168,7 +190,7 @@ class _Run:
         try:
             wire = self.probe(target) if timed else (0.0, 0.0)
             before = self.cost()
-            t0 = time.perf_counter() + (0.002 if client is not None else 0.25)
+            t0 = time.perf_counter() + 0.002  # forked workers: the window waits for them
             rate = cfg.rate / clients if cfg.rate else None
             seed = cfg.seed + 7919 * round_no
             plans = [
@@ -238,11 +260,12 @@ class _Run:
             for form in forms:
                 base = split_form(form)[0]
                 self.retry(partial(w.prepare, self.admin, base), f"prepare {form}")
-            for form in forms:  # warm-up, discarded
+            for form in forms:  # warm-up, discarded (it also loads scripts and functions)
                 self.slice(w, form, target, clients, cfg.warmup_s, client, timed=False)
                 self.tick(f"{w.name} {form} warm-up rtt={rtt:g} clients={clients}")
             for k in range(cfg.rounds):  # ABAB..., each round starting one form later
-                for form in forms[k % len(forms) :] + forms[: k % len(forms)]:
+                order = forms[k % len(forms) :] + forms[: k % len(forms)]
+                for form in order:
                     res, cost = self.slice(
                         w,
                         form,
@@ -256,6 +279,12 @@ class _Run:
                     )
                     totals[form].add(res, cost, w.batch)
                     self.tick(f"{w.name} {form} rtt={rtt:g} clients={clients}")
+                if client is not None and cfg.turns > 0 and len(forms) > 1 and rtt == 0:
+                    seconds = cfg.turns * cfg.duration_s / cfg.rounds
+                    self.retry(lambda: w.reset(self.admin), "reset")
+                    turns = run_turns(w, client, order, cfg.seed + 7919 * (k + 1), seconds)
+                    for form, hist in turns.items():
+                        totals[form].rounds[-1]["p50_turns"] = hist.summary().p50
         finally:
             if by is not None:
                 by.close()
@@ -273,9 +302,13 @@ def run_bench(
     workloads: Sequence[Workload],
     config: BenchConfig,
     progress: Callable[[Progress], None] | None = None,
+    *,
+    also: Sequence[Part] = (),
 ) -> BenchResult:
     """Benchmark ``workloads`` on the real server at ``url``; never prints.
 
+    ``also``: more (workloads, config) parts measured after the first in the same run, on
+    the same server, into the same result (their records say their clients and contention).
     Errors of single operations are counted in the records; losing the server itself (it
     stopped answering the harness) raises a :class:`~luapipe.errors.LuapipeError`.
     """
@@ -284,30 +317,27 @@ def run_bench(
             f"bench needs a TCP Redis URL (redis://host:port), not {printable_url(url)}"
         )
     try:
-        return _run_bench(url, workloads, config, progress)
+        return _run_bench(url, [(workloads, config), *also], progress)
     except redis.RedisError as exc:
         host, port = hostport(url)  # the node, as the transports name it
         raise translate(exc, where=f"{host}:{port}", sent=True) from None
 
 
 def _run_bench(
-    url: str,
-    workloads: Sequence[Workload],
-    config: BenchConfig,
-    progress: Callable[[Progress], None] | None,
+    url: str, parts: Sequence[Part], progress: Callable[[Progress], None] | None
 ) -> BenchResult:
-    run = _Run(url, workloads, config, progress)
+    run = _Run(url, parts, progress)
     try:
-        return _measure(run, url, workloads, config)
+        return _measure(run, url)
     finally:  # also after an error or an interrupt: leave nothing of ours behind
         run.cleanup()
         run.close()
 
 
-def _measure(
-    run: _Run, url: str, workloads: Sequence[Workload], config: BenchConfig
-) -> BenchResult:
-    if run.cluster and any(r > 0 for r in config.rtts_ms):
+def _measure(run: _Run, url: str) -> BenchResult:
+    config = run.config
+    rtts = [r for _, cfg in run.parts for r in cfg.rtts_ms]
+    if run.cluster and any(r > 0 for r in rtts):
         raise LuapipeError(
             "simulated RTT is not available on a cluster (the delay proxy fronts one node; "
             "redirects would bypass it): use --rtt 0"
@@ -316,37 +346,48 @@ def _measure(
     host, port = str(kw.get("host", "127.0.0.1")), int(kw.get("port", 6379))
     spec: dict[str, Any] = {
         "config": asdict(config),
-        "workloads": [w.describe() for w in workloads],
+        "workloads": [w.describe() for w in run.parts[0][0]],
     }
+    if len(run.parts) > 1:
+        spec["also"] = [
+            {"config": asdict(cfg), "workloads": [w.describe() for w in ws]}
+            for ws, cfg in run.parts[1:]
+        ]
     manifest = run.retry(partial(build_manifest, run.node_admin, url, spec), "manifest")
     if run.cluster:
         manifest["redis"]["cluster_primaries"] = len(primaries(run.admin))
     records: list[Record] = []
-    cals: list[Calibration] = []
-    proxy = RttProxy(host, port).start() if any(r > 0 for r in config.rtts_ms) else None
+    cals: dict[float, Calibration] = {}
+    proxy = RttProxy(host, port).start() if any(r > 0 for r in rtts) else None
     try:
-        for rtt in config.rtts_ms:
-            cal = None
-            target = url
-            if rtt > 0 and proxy is not None:
-                cal = run.retry(partial(calibrate, proxy, host, port, rtt), "calibrate")
-                cals.append(cal)
-                target = retarget(url, proxy.host, proxy.port)
-            for clients in config.clients:
-                for w in workloads:
-                    records.extend(run.point(w, rtt, target, clients, cal))
+        for workloads, cfg in run.parts:
+            run.config = cfg
+            for rtt in cfg.rtts_ms:
+                cal = None
+                target = url
+                if rtt > 0 and proxy is not None:
+                    if rtt not in cals:
+                        cals[rtt] = run.retry(
+                            partial(calibrate, proxy, host, port, rtt), "calibrate"
+                        )
+                    cal = cals[rtt]
+                    target = retarget(url, proxy.host, proxy.port)
+                for clients in cfg.clients:
+                    for w in workloads:
+                        records.extend(run.point(w, rtt, target, clients, cal))
+        calibrations = list(cals.values())
         if proxy is not None:
-            cals.insert(0, run.retry(partial(calibrate, proxy, host, port, 0.0), "calibrate"))
+            direct = run.retry(partial(calibrate, proxy, host, port, 0.0), "calibrate")
+            calibrations.insert(0, direct)
             manifest["proxy_spin_us"] = proxy.spin_us
     finally:
         if proxy is not None:
             proxy.stop()
-    return summarize(
+    return finish(
         manifest,
-        cals,
+        calibrations,
         records,
-        [(w.name, run.forms(w)) for w in workloads],
-        config.clients,
+        [(w.name, run.forms(w, cfg)) for ws, cfg in run.parts for w in ws],
         cluster=run.cluster,
         skipped=[
             {"operation": name, "form": f, "reason": why}

@@ -97,7 +97,10 @@ class LatencyHistogram:
         if not self.count:
             return 0.0
         counts, total = h.counts, 0
-        for i in range(h.counts_len):
+        # only the buckets between the smallest and the largest value can hold counts
+        first = h.get_counts_array_index(h.get_min_value())
+        last = min(h.counts_len - 1, h.get_counts_array_index(h.get_max_value()))
+        for i in range(first, last + 1):
             c = counts[i]
             if c:
                 total += c * h._hdr_median_equiv_value(h.get_value_from_index(i))

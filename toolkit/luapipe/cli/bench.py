@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -107,26 +109,67 @@ def _progress() -> Callable[[Any], None]:
     return line
 
 
-def _writable(*paths: str | None) -> None:
-    """Each output file can be written: its directory exists (made now) and is writable."""
-    import os
-    from pathlib import Path
-
-    from luapipe.errors import LuapipeError
-
+def _outputs(*paths: str | None) -> list[Path]:
+    """Each output file, created now (before a run that may take minutes), so that a path
+    nobody can write is refused in one line before any timing. A missing directory is never
+    created: it is named, and so is a parent that is a file. Returns the files this created
+    (removed again if the run fails: nothing half-written is left)."""
+    created = []
     for path in paths:
-        if path:
-            parent = Path(path).parent
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise LuapipeError(f"{path}: cannot write it ({exc.strerror or exc})") from None
-            if not os.access(parent, os.W_OK):
-                raise LuapipeError(f"{path}: cannot write it ({parent} is not writable)")
+        if not path:
+            continue
+        p = Path(path)
+        parent = _directory_of(path)
+        existed = p.exists()
+        try:
+            with open(p, "a"):
+                pass
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if isinstance(exc, FileNotFoundError) and parent.is_dir():
+                why += f": {parent} takes no new files"
+            raise LuapipeError(f"{path}: cannot write it ({why})") from None
+        if not existed:
+            created.append(p)
+    return created
+
+
+def _directory_of(path: str) -> Path:
+    """The directory ``path`` goes into, which must exist: else a one-line error naming the
+    missing directory, or the part of the path that is a file."""
+    parent = Path(path).parent
+    for above in (parent, *parent.parents):  # the nearest part that exists
+        if above.exists():
+            if not above.is_dir():
+                raise LuapipeError(f"{path}: cannot write it: {above} is a file, not a directory")
+            if above != parent:
+                raise LuapipeError(
+                    f"{path}: cannot write it: directory {parent} does not exist (create it first)"
+                )
+            break
+    return parent
+
+
+def _drop(created: list[Path]) -> None:
+    """Remove the output files made by :func:`_outputs` that the run never filled."""
+    for p in created:
+        with contextlib.suppress(OSError):
+            if p.stat().st_size == 0:
+                p.unlink()
 
 
 #: bench options that --anchors does not take (it runs its own fixed figures)
-NOT_WITH_ANCHORS = ("rtts", "counts", "warmup", "rounds", "contention", "batch", "rate", "seed")
+NOT_WITH_ANCHORS = (
+    "rtts",
+    "counts",
+    "warmup",
+    "rounds",
+    "contention",
+    "batch",
+    "rate",
+    "seed",
+    "directory",
+)
 
 
 def _anchors_alone(ctx: click.Context, specs: tuple[str, ...]) -> None:
@@ -149,22 +192,28 @@ def _finish(
     csv_path: str | None,
     html_path: str | None,
     notes: tuple[str, ...] = (),
+    *,
+    wide: bool = False,
 ) -> None:
-    from luapipe.bench.verdict import recommendations
+    from luapipe.bench.verdict import method, recommendations
     from luapipe.report import render_table, write_csv, write_html, write_json
 
     data = result.as_dict() if hasattr(result, "as_dict") else result
     if not data.get("recommendations"):  # a results file of an older luapipe
         data["recommendations"] = recommendations(data["records"], data.get("skipped"))
+        data["method"] = data.get("method") or method(data["records"])
     data["notes"] = [*notes, *data.get("notes", [])]
-    click.echo(render_table(data))
+    click.echo(render_table(data, wide=wide))
     for path, writer in ((json_path, write_json), (csv_path, write_csv), (html_path, write_html)):
         if path:
-            from pathlib import Path
-
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
             writer(data, path)
             click.echo(f"wrote {path}", err=True)
+
+
+#: --wide: the table's every column (the default fits 100 columns)
+WIDE = click.option(
+    "--wide", is_flag=True, help="every column of the table (default: fits 100 columns)"
+)
 
 
 @click.command()
@@ -242,11 +291,19 @@ def _finish(
     help="open loop: total calls per second",
 )
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where a script NAME is looked for [default: ./scripts_lua, else the bundled ones].",
+)
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
 @click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results JSON")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+@WIDE
 def bench(
     specs: tuple[str, ...],
     url: str | None,
@@ -260,18 +317,51 @@ def bench(
     tasks: int,
     rate: float | None,
     seed: int,
+    directory: str | None,
     no_bystander: bool,
     anchors: bool,
     json_path: str | None,
     csv_path: str | None,
     html_path: str | None,
+    wide: bool,
 ) -> None:
-    """Benchmark every form of SPEC|NAME... (default: update_token) across RTT and clients."""
+    """Benchmark every form of SPEC|NAME|SCRIPT... (default: update_token) across RTT and
+    clients. A SCRIPT (x.lua, its x.bench.toml profile, or a script NAME of --dir) is timed
+    beside its Function twin and the Python forms its profile names."""
+    ctx = click.get_current_context()
+    created = _outputs(json_path, csv_path, html_path)  # before a run that may take minutes
+    try:
+        paths = (json_path, csv_path, html_path)
+        _bench(ctx, specs, url, rtts, counts, duration, warmup, rounds, contention, batch, tasks,
+               rate, seed, directory, no_bystander, anchors, paths, wide)  # fmt: skip
+    except BaseException:
+        _drop(created)
+        raise
+
+
+def _bench(
+    ctx: click.Context,
+    specs: tuple[str, ...],
+    url: str | None,
+    rtts: tuple[float, ...],
+    counts: tuple[int, ...],
+    duration: float,
+    warmup: float,
+    rounds: int,
+    contention: str,
+    batch: int,
+    tasks: int,
+    rate: float | None,
+    seed: int,
+    directory: str | None,
+    no_bystander: bool,
+    anchors: bool,
+    paths: tuple[str | None, str | None, str | None],
+    wide: bool,
+) -> None:
     from luapipe.bench.opworkload import resolve_workloads
     from luapipe.bench.runner import BenchConfig, run_bench
 
-    _writable(json_path, csv_path, html_path)  # before a run that may take minutes
-    ctx = click.get_current_context()
     if anchors:
         _anchors_alone(ctx, specs)
         from luapipe.bench.anchors import DURATION_S, run_anchors
@@ -282,12 +372,17 @@ def bench(
                 target, duration_s=duration if given else DURATION_S, progress=_progress()
             )
         click.echo("\n".join(rep.lines()))
-        _finish(rep.bench, json_path, csv_path, html_path, tuple(rep.lines()))
+        _finish(rep.bench, *paths, tuple(rep.lines()), wide=wide)
         return
     if tasks > 1 and (rate is not None or batch > 1):
         raise click.UsageError("--tasks > 1 runs closed loops of single calls: drop --rate/--batch")
     workloads = resolve_workloads(  # every name and spec checked before a server starts
-        list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
+        list(specs) or ["update_token"],
+        contention=contention,
+        batch=batch,
+        seed=seed,
+        scripts_dir=directory,
+        tasks=tasks,
     )
     config = BenchConfig(
         rtts_ms=rtts,
@@ -302,26 +397,63 @@ def bench(
     )
     with common.bench_server(url) as target:
         result = run_bench(target, workloads, config, progress=_progress())
-    _finish(result, json_path, csv_path, html_path)
+    _finish(result, *paths, wide=wide)
 
 
 @click.command()
 @click.argument("results", type=click.Path(exists=True, dir_okay=False))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV")
-def report(results: str, html_path: str | None, csv_path: str | None) -> None:
+@WIDE
+def report(results: str, html_path: str | None, csv_path: str | None, wide: bool) -> None:
     """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
     from luapipe.report import load_results
 
     data = load_results(results)  # checks the fields the renderers read
+    created = _outputs(html_path, csv_path)
     try:
-        _finish(data, None, csv_path, html_path)
+        _finish(data, None, csv_path, html_path, wide=wide)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, TemplateError) as exc:
         # a shape the checks do not cover (inside calibration, crossovers...): one line
+        _drop(created)
         raise LuapipeError(
             f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "
             "`luapipe bench --json` wrote?"
         ) from None
+
+
+#: the demo: three catalogue operations with one client at three RTTs, the forms that are
+#: at stake somewhere (naive, one command per round trip, is not: it shows in the contention
+#: slice); 20 rounds, fixed up front
+DEMO_OPERATIONS = ("update_token", "reserve_stock", "rate_limit")
+DEMO_FORMS = ("pipelined", "transaction", "script", "function")
+DEMO_RTTS_MS = (0.0, 0.25, 1.0)
+DEMO_ROUNDS = 20
+#: and at RTT 0 in each round the forms take turns call by call for three times a form's
+#: slice (there the host's stalls dominate a call)
+DEMO_TURNS = 3.0
+#: its contention slice: the operations whose writes depend on their reads, every form, 4
+#: clients on one hot key each at RTT 0, so lost updates show where they happen
+DEMO_HOT = ("reserve_stock", "rate_limit")
+DEMO_HOT_CLIENTS = 4
+DEMO_HOT_ROUNDS = 6
+
+
+def demo_parts(duration: float) -> list[tuple[list[Any], Any]]:
+    """What `luapipe demo` measures: the 1-client sweep, then the contention slice (no
+    bystander probe: the demo's table does not show it, and it would compete for the CPU)."""
+    from luapipe.bench.opworkload import catalogue_dir, resolve_workloads, with_forms
+    from luapipe.bench.runner import BenchConfig
+
+    def known(names: tuple[str, ...]) -> list[str]:
+        return [n for n in names if n == "update_token" or (catalogue_dir() / f"{n}.toml").exists()]
+
+    sweep = BenchConfig(rtts_ms=DEMO_RTTS_MS, duration_s=duration, warmup_s=0.05,
+                        rounds=DEMO_ROUNDS, bystander=False, turns=DEMO_TURNS)  # fmt: skip
+    hot = BenchConfig(rtts_ms=(0.0,), clients=(DEMO_HOT_CLIENTS,), duration_s=duration / 2,
+                      warmup_s=0.05, rounds=DEMO_HOT_ROUNDS, bystander=False)  # fmt: skip
+    first = [with_forms(w, DEMO_FORMS) for w in resolve_workloads(known(DEMO_OPERATIONS))]
+    return [(first, sweep), (resolve_workloads(known(DEMO_HOT), contention="hot"), hot)]
 
 
 @click.command()
@@ -338,31 +470,39 @@ def report(results: str, html_path: str | None, csv_path: str | None) -> None:
     default=0.6,
     show_default=True,
     callback=_finite(0, inclusive=False),
-    help="timed s per form",
+    help="timed s per form and RTT (in 20 rounds)",
 )
-def demo(url: str | None, out: str, duration: float) -> None:
-    """A one-minute tour: a few catalogue operations at RTT 0, 0.25 and 1 ms, with a report."""
-    from pathlib import Path
+@WIDE
+def demo(url: str | None, out: str, duration: float, wide: bool) -> None:
+    """A one-minute tour: three catalogue operations in every form at RTT 0, 0.25 and 1 ms
+    with one client, then 4 clients on hot keys, ending in the verdicts and a report."""
+    from luapipe.bench.runner import run_bench
 
-    from luapipe.bench.opworkload import catalogue_dir, resolve_workloads
-    from luapipe.bench.runner import BenchConfig, run_bench
-
-    names = ["update_token"] + [
-        n for n in ("reserve_stock", "rate_limit") if (catalogue_dir() / f"{n}.toml").exists()
-    ]
-    workloads = resolve_workloads(names)
-    config = BenchConfig(rtts_ms=(0.0, 0.25, 1.0), duration_s=duration, warmup_s=0.1, rounds=10)
-    Path(out).mkdir(parents=True, exist_ok=True)
-    with common.bench_server(url) as target:
-        click.echo(f"benchmarking {', '.join(names)} at RTT 0, 0.25 and 1 ms", err=True)
-        result = run_bench(target, workloads, config, progress=_progress())
-        _finish(
-            result,
-            str(Path(out) / "results.json"),
-            str(Path(out) / "results.csv"),
-            str(Path(out) / "report.html"),
-        )
-    click.echo(f"open {Path(out) / 'report.html'} in a browser")
+    folder = Path(out)
+    if not folder.is_dir():
+        if folder.exists():
+            raise click.BadParameter(f"{out} is a file", param_hint="--out")
+        _directory_of(out)  # the demo makes its folder, never the folders above it
+        folder.mkdir()
+    paths = [str(folder / n) for n in ("results.json", "results.csv", "report.html")]
+    created = _outputs(*paths)
+    (first, sweep), (hot, contended) = demo_parts(duration)
+    try:
+        with common.bench_server(url) as target:
+            click.echo(
+                f"benchmarking {', '.join(w.name for w in first)} at RTT 0, 0.25 and 1 ms with "
+                f"1 client, then {', '.join(w.name for w in hot)} with {DEMO_HOT_CLIENTS} clients "
+                "on hot keys (update_token's writes do not depend on its reads: it has no update "
+                "to lose)",
+                err=True,
+            )
+            result = run_bench(target, first, sweep, progress=_progress(),
+                               also=[(hot, contended)])  # fmt: skip
+            _finish(result, paths[0], paths[1], paths[2], wide=wide)
+    except BaseException:
+        _drop(created)
+        raise
+    click.echo(f"open {folder / 'report.html'} in a browser")
 
 
 COMMANDS = (bench, report, demo)

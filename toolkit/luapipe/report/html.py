@@ -31,7 +31,13 @@ def _env() -> Environment:
     env.filters["num"] = _num
     env.filters["span"] = _span
     env.filters["share"] = share_text
+    env.filters["pm"] = _pm
     return env
+
+
+def _pm(text: Any) -> str:
+    """The verdict's ASCII "+-" as the page writes it: ±."""
+    return str(text).replace("+-", "±")
 
 
 def _num(v: Any, digits: int = 3) -> str:
@@ -72,7 +78,20 @@ def _setting(m: dict[str, Any]) -> dict[str, Any]:
         "rate": cfg.get("rate"),
         "created": m.get("created_utc"),
         "seed": cfg.get("seed"),
+        "also": "; ".join(_part(p) for p in (m.get("spec") or {}).get("also") or []),
     }
+
+
+def _part(part: dict[str, Any]) -> str:
+    """A further part of the run, as the line under the title names it: "then
+    reserve_stock, rate_limit with 4 clients on hot keys at RTT 0 ms (6 rounds)"."""
+    cfg = part.get("config") or {}
+    names = ", ".join(str(w.get("name")) for w in part.get("workloads") or [])
+    keys = {str(w.get("contention")) for w in part.get("workloads") or []}
+    clients = ", ".join(str(c) for c in cfg.get("clients") or [])
+    rtts = ", ".join(f"{float(t):g}" for t in cfg.get("rtts_ms") or [])
+    on = " on hot keys" if keys == {"hot"} else ""
+    return f"then {names} with {clients} clients{on} at RTT {rtts} ms ({cfg.get('rounds')} rounds)"
 
 
 def render_html(result: dict[str, Any]) -> str:

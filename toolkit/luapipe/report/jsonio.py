@@ -48,10 +48,19 @@ renders)::
         "write_share",               # measured share of calls that took the write path, or null
         "write_share_declared",      # the bench profile's share
         "write_share_off",           # more than 10 points apart
-        "rounds": [{"ops_per_sec", "calls", "seconds", "p50", "p99", "mean"}],  # per round
-        "ops_per_sec_interval": [lo, hi],         # 95% t interval across rounds (null: 1 round)
-        "latency_ms_interval": {"p50", "p99", "mean": [lo, hi] or null},
-        "lost_updates", "invariant_cases"  # cases whose invariant broke, of those checked
+        "rounds": [{"ops_per_sec", "calls", "seconds", "p50", "p99", "mean",  # per round
+                    "client_cpu_us", "server_us", "server_cpu_us",  # per op (v2, issue 19)
+                    "p50_turns"}],           # one client at RTT 0: p50 with the forms taking
+                                             # turns call by call
+        "ops_per_sec_interval": [lo, hi],    # the median round's interval (null: 1 round);
+        "latency_ms_interval": {"p50", "p99", "mean": [lo, hi] or null},  # every interval
+                                             # of a report is of its median round (the sign
+                                             # test), see bench/verdict/intervals.py
+        "lost_updates", "invariant_cases",  # cases whose invariant broke, of those checked
+        "contention",                # hot | spread | zipf:S
+        "server_cpu_usec_per_op",    # the server's main thread (INFO cpu) per op
+        "cpu_usec_per_op", "cpu_usec_per_op_interval",  # client + server main thread
+        "p50_turns_ms", "p50_turns_ms_interval"  # median of the rounds' p50_turns
       }],
       "crossovers": [{"operation", "clients", "more_trips", "fewer_trips",
                       "rtt_ms",              # 2 significant digits; null unless kind "above"
@@ -63,19 +72,33 @@ renders)::
         "text", "reasons", "headline",
         # v2:
         "question", "kind", "at_stake",   # e.g. "transaction vs script vs function"
-        "metric",                    # ops_per_sec (closed loop) | p50_ms (open loop)
-        "tied_with", "tie_within_pct", "tie_break", "noise_threshold_pct",
+        "metric",                    # the figure that decided (as "figure")
+        "tied_with", "tie_within_pct", "tie_break",  # the forms equivalent to it, the
+                                     # widest +-x% among those pairs, the policy's words
+        "noise_threshold_pct",       # the margin (as "margin_pct")
         "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake:
                                      # the median round's ratio, the interval of that median
-        "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it clearly
-                                     # beats, past the tie (null: none)
-        "beats_by",                  # whose ratio that is: the form itself, or (when only a
-                                     # form it ties with clearly beats "beats") that form
+        "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it is
+                                     # ahead of (null: none)
+        "beats_by",                  # whose ratio that is: the form itself
         "ratio_rounds", "ratio_coverage", "rule",  # paired rounds, the interval's coverage,
                                      # when a form beats another, in words
         "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",
                         "invariant_cases", "invariant_ok", "text"}],
-        "main_reason"}],
+        "main_reason",
+        # the three outcomes (issue 19):
+        "status",                    # ahead | equivalent | inconclusive | only | none |
+                                     # too few samples
+        "decided",                   # the form's comparison with every other at stake is
+        "figure", "figure_name",     # ops_per_sec | p50_ms | p50_turns_ms | cpu_us_per_op
+        "margin_pct",                # ahead beyond it, equivalent within it
+        "comparisons": [{"form", "other", "figure", "outcome", "ratio", "ratio_interval",
+                         "within_pct", "rounds", "coverage", "text"}],  # best other first
+        "policy",                    # "function by policy: ..." when the policy picked it
+        "would_decide",              # inconclusive: what would decide it
+        "server_cpu",                # server CPU per op of the forms at stake, > 1.5x apart
+        "contention"}],
+      "method": str,                 # the figure, rule, interval method and policy, once
       "notes": [str],
       "model_notes": [str],          # v2: where the model is > 15% off, and why (also in notes)
       "skipped": [{"operation", "form", "reason"}],  # forms that cannot run here (cluster)

@@ -66,7 +66,7 @@ def operation_charts(op: str, rows: list[Row]) -> list[Markup]:
         )
     )
     bars = (
-        ", bars: 95% interval over rounds"
+        ", bars: the interval of the median round"
         if any(r.get("ops_per_sec_interval") for r in rows)
         else ""
     )

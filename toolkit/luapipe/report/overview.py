@@ -40,21 +40,37 @@ class Point:
 
     where: str  # "RTT 0.25 ms" (", 4 clients" when several counts were measured)
     form: str | None  # None: no recommendation (see text)
-    tied: tuple[str, ...]  # the other forms it ties with
-    tie: str  # "tie within ±3%" (and the tie-break unless the reason says it) or ""
-    versus: str  # "1.9x the throughput of transaction"
-    interval: str  # "95%: 1.7-2.1x" or ""
+    tied: tuple[str, ...]  # the forms the data calls equivalent to it
+    tie: str  # older files: "tie within ±3%" (and the tie-break) or ""
+    versus: str  # older files: "1.9x the throughput of transaction"
+    interval: str  # older files: "95%: 1.7-2.1x" or ""
     reason: str  # the one main reason
     non_atomic: tuple[NonAtomic, ...]
+    #: ahead | equivalent | inconclusive | only | none | too few samples | "" (older files)
+    status: str = ""
+    comparisons: tuple[str, ...] = ()  # the form against each other form at stake, in words
+    policy: str = ""  # "function by policy: ..." when the policy picked it
+    would_decide: str = ""  # inconclusive: what would decide it
+    server_cpu: str = ""  # server CPU per op of the forms at stake, when far apart
+    figure: str = ""  # what decided: "p50 latency", "client + server CPU per op"...
+    single_client: bool = False  # no two calls met on a key: races could not show
+
+    @property
+    def decided(self) -> bool:
+        return self.status in ("ahead", "equivalent", "only")
 
     @property
     def non_atomic_summary(self) -> str:
-        """The non-atomic forms in one line: what they lost, or that nothing was seen."""
+        """The non-atomic forms in one line: what they lost, or why nothing could be seen."""
         lost = [n.lost_text for n in self.non_atomic if n.lost]
         if lost:
             return "; ".join(lost)
         forms = ", ".join(n.form for n in self.non_atomic)
-        return f"non-atomic {forms}: no lost update seen here" if forms else ""
+        if not forms:
+            return ""
+        if self.single_client:
+            return f"non-atomic {forms}: one client cannot show a race"
+        return f"non-atomic {forms}: no lost update seen here"
 
     @property
     def non_atomic_lost(self) -> bool:
@@ -141,10 +157,18 @@ def _tie(rec: dict[str, Any], reason: str) -> str:
 
 
 def _where(rec: dict[str, Any], several_counts: bool) -> str:
+    """ "RTT 0.25 ms", with the clients when several counts were measured or the keys were
+    not spread ("RTT 0 ms, 4 clients, hot keys")."""
     c = int(rec["clients"])
-    return f"RTT {float(rec['rtt_ms']):g} ms" + (
-        f", {c} client{'s' if c != 1 else ''}" if several_counts else ""
-    )
+    contention = str(rec.get("contention") or "spread")
+    parts = [f"RTT {float(rec['rtt_ms']):g} ms"]
+    if several_counts or contention != "spread":
+        parts.append(f"{c} client{'s' if c != 1 else ''}")
+    if contention == "hot":
+        parts.append("hot keys")
+    elif contention != "spread":
+        parts.append(f"keys {contention}")
+    return ", ".join(parts)
 
 
 def _point(rec: dict[str, Any], several_counts: bool) -> Point:
@@ -153,15 +177,23 @@ def _point(rec: dict[str, Any], several_counts: bool) -> Point:
     reason = str(rec.get("main_reason") or (reasons[0] if reasons else rec.get("text", "")))
     if rec.get("form") is None:
         reason = str(rec.get("text") or reason)
+    status = str(rec.get("status") or "")
     return Point(
         where=_where(rec, several_counts),
         form=rec.get("form"),
         tied=tuple(rec.get("tied_with") or ()),
-        tie=_tie(rec, reason),
-        versus=versus,
-        interval=interval,
+        tie="" if status else _tie(rec, reason),
+        versus="" if status else versus,
+        interval="" if status else interval,
         reason=str(reason),
         non_atomic=_non_atomic(rec),
+        status=status,
+        comparisons=tuple(str(c.get("text") or "") for c in rec.get("comparisons") or ()),
+        policy=str(rec.get("policy") or ""),
+        would_decide=str(rec.get("would_decide") or ""),
+        server_cpu=str(rec.get("server_cpu") or ""),
+        figure=str(rec.get("figure_name") or ""),
+        single_client=int(rec.get("clients") or 1) == 1,
     )
 
 

@@ -1,6 +1,6 @@
 """Recommendations for a results dict, withheld where a form has too few samples.
 
-:func:`luapipe.bench.recommend.recommend` picks the fastest correct form; with a handful of calls
+:func:`~luapipe.bench.verdict.recommend.recommend` decides each point; with a handful of calls
 (a very short run, or an open loop at a low ``--rate``) that pick is noise. A point where
 any form finished fewer than :data:`MIN_CALLS` timed calls gets no form, and says so.
 """
@@ -11,7 +11,9 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any
 
-from luapipe.bench.recommend import recommend
+from luapipe.bench.verdict.compare import MARGIN_PCT
+from luapipe.bench.verdict.reasons import where
+from luapipe.bench.verdict.recommend import point_of, recommend
 
 __all__ = ["MIN_CALLS", "recommendations"]
 
@@ -27,25 +29,24 @@ def _attempts(record: dict[str, Any]) -> int:
 
 
 def recommendations(
-    records: list[dict[str, Any]], skipped: list[dict[str, str]] | None = None
+    records: list[dict[str, Any]],
+    skipped: list[dict[str, str]] | None = None,
+    *,
+    margin_pct: float = MARGIN_PCT,
 ) -> list[dict[str, Any]]:
     """``recommend(records, skipped)`` as dicts, with "too few samples" where it applies."""
-    thin: dict[tuple[str, float, int], list[str]] = defaultdict(list)
+    thin: dict[tuple[str, float, int, str], list[str]] = defaultdict(list)
     for r in records:
         n = _attempts(r)
         if n < MIN_CALLS:
-            point = (str(r["operation"]), float(r["rtt_ms_nominal"]), int(r["clients"]))
-            thin[point].append(f"{r['form']} completed {n} call{'' if n == 1 else 's'}")
+            thin[point_of(r)].append(f"{r['form']} completed {n} call{'' if n == 1 else 's'}")
     out = []
-    for rec in recommend(records, skipped):
-        few = thin.get((rec.operation, rec.rtt_ms, rec.clients))
+    for rec in recommend(records, skipped, margin_pct=margin_pct):
+        few = thin.get((rec.operation, rec.rtt_ms, rec.clients, rec.contention))
         if few:
-            where = (
-                f"at {rec.rtt_ms:g} ms RTT with {rec.clients} "
-                f"client{'s' if rec.clients != 1 else ''}"
-            )
+            at = where(rec.rtt_ms, rec.clients, rec.contention)
             text = (
-                f"{rec.operation} {where}: too few samples to recommend a form "
+                f"{rec.operation} {at}: too few samples to recommend a form "
                 f"({', '.join(few)}; at least {MIN_CALLS} each are needed): "
                 "run longer (--duration) or at a higher --rate."
             )
@@ -68,6 +69,11 @@ def recommendations(
                 ratio_rounds=None,
                 ratio_coverage=None,
                 main_reason="too few samples",
+                status="too few samples",
+                decided=False,
+                comparisons=(),
+                policy=None,
+                would_decide=f"at least {MIN_CALLS} calls of each form (--duration)",
             )
         out.append(rec.as_dict())
     return out

@@ -1,0 +1,64 @@
+"""Output files are checked by creating them before any timing: a path nobody can write is
+one line, exit 1, before a private redis-server starts; a missing directory is named, never
+made; a parent that is a file is called a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from luapipe.cli import main
+
+from .test_arguments_first import no_server  # noqa: F401  (a fixture)
+
+
+def _bench(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["bench", "ping", "--duration", "0.1", *args])
+    return res.exit_code, res.output
+
+
+@pytest.mark.usefixtures("no_server")
+def test_a_path_in_proc_is_refused_in_one_line_before_any_timing() -> None:
+    code, out = _bench("--html", "/proc/x.html")
+    assert code == 1 and out.count("\n") == 1, out
+    assert out.startswith("error: /proc/x.html: cannot write it (No such file or directory: ")
+    assert "/proc takes no new files" in out and "Traceback" not in out
+
+
+@pytest.mark.usefixtures("no_server")
+def test_a_missing_directory_is_named_and_never_made(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "deeper" / "r.json"
+    code, out = _bench("--json", str(target))
+    assert code == 1, out
+    assert f"directory {target.parent} does not exist (create it first)" in out
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.usefixtures("no_server")
+def test_a_parent_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    code, out = _bench("--csv", str(tmp_path / "notes.txt" / "r.csv"))
+    assert code == 1, out
+    assert f"{tmp_path / 'notes.txt'} is a file, not a directory" in out
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.usefixtures("no_server")
+def test_the_demo_makes_its_folder_but_not_the_folders_above_it(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "a" / "demo-out")])
+    assert res.exit_code == 1, res.output
+    assert f"directory {tmp_path / 'a'} does not exist" in res.output
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_run_that_fails_leaves_no_empty_output_behind(tmp_path: Path) -> None:
+    """The files are created before the run; when it fails (here: no server at that
+    address), the empty ones go again and a file the user already had stays."""
+    mine = tmp_path / "kept.csv"
+    mine.write_text("")
+    args = ["bench", "ping", "--url", "redis://127.0.0.1:1/0", "--duration", "0.1"]
+    res = CliRunner().invoke(main, [*args, "--json", str(tmp_path / "r.json"), "--csv", str(mine)])
+    assert res.exit_code == 1, res.output
+    assert not (tmp_path / "r.json").exists() and mine.exists()
