@@ -272,6 +272,103 @@ def test_connection_failed_when_no_new_connection_can_be_made() -> None:
     assert all(isinstance(o, ConnectionFailed) and not isinstance(o, OutcomeUnknown) for o in out)
 
 
+class _Gatekeeper:
+    """A TCP front for the real server: connection number ``n`` (from 1) is refused
+    (closed during its handshake) when ``n`` is in ``refuse``, once ``release`` is set;
+    the others are piped to the server. ``accepted`` counts the connections."""
+
+    def __init__(self, server: ServerProcess, refuse: set[int]) -> None:
+        self.server = server
+        self.refuse = refuse
+        self.accepted = 0
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+        self.port = 0
+        self._listener: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._listener = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._listener.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        if self.accepted in self.refuse:
+            self.holding.set()  # the handshake waits here
+            await self.release.wait()
+            writer.close()
+            return
+        up_r, up_w = await asyncio.open_connection(self.server.host, self.server.port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+    async def stop(self) -> None:
+        assert self._listener is not None
+        self._listener.close()
+
+
+def test_calls_that_join_during_a_failed_connect_get_their_own(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """A connect whose handshake fails fails the calls it was made for (ConnectionFailed:
+    they did not run); the calls that joined while it was under way never saw it fail, and
+    go out on a connection of their own: one new attempt for all of them, not one each."""
+
+    async def body() -> tuple[list[Any], int]:
+        gate = _Gatekeeper(redis_server, refuse={1})
+        await gate.start()
+        client = redis.asyncio.Redis(host="127.0.0.1", port=gate.port)
+        ap = luapipe.autopipeline(client)
+        first = asyncio.gather(ap.incr("first"), ap.incr("first"), return_exceptions=True)
+        await gate.holding.wait()  # the first connect is under way
+        later = asyncio.gather(*(ap.incr("later") for _ in range(5)), return_exceptions=True)
+        await asyncio.sleep(0.01)  # they joined the queue
+        gate.release.set()  # the first connect's handshake fails
+        out = [*await first, *await later]
+        await ap.aclose()
+        await client.aclose()
+        await gate.stop()
+        return out, gate.accepted
+
+    out, accepted = asyncio.run(body())
+    assert all(isinstance(o, ConnectionFailed) for o in out[:2]), out
+    assert out[2:] == [1, 2, 3, 4, 5]
+    assert accepted == 2  # one attempt for the wave that joined meanwhile
+    assert r.get("first") is None and r.get("later") == b"5"
+
+
+def test_a_server_that_refuses_every_handshake_costs_one_attempt_per_wave(
+    redis_server: ServerProcess,
+) -> None:
+    """Calls issued together share one failed attempt, and those that joined during it one
+    more: the attempts follow the waves of callers, never one per call."""
+
+    async def body() -> tuple[list[Any], int]:
+        gate = _Gatekeeper(redis_server, refuse=set(range(1, 100)))
+        await gate.start()
+        gate.release.set()
+        client = redis.asyncio.Redis(host="127.0.0.1", port=gate.port)
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(*(ap.incr("k") for _ in range(50)), return_exceptions=True)
+        await ap.aclose()
+        await client.aclose()
+        await gate.stop()
+        return out, gate.accepted
+
+    out, accepted = asyncio.run(body())
+    assert all(isinstance(o, ConnectionFailed) for o in out), out
+    assert accepted == 1
+
+
 # -- one caller's trouble ---------------------------------------------------------------------
 
 

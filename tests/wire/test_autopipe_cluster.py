@@ -144,3 +144,95 @@ def test_cluster_commands_for_every_node_are_refused(cluster: EmbeddedCluster) -
         return str(info.value)
 
     assert "several cluster nodes" in arun(cluster, body)
+
+
+def _getkeys_asked(rc: redis.cluster.RedisCluster) -> int:
+    """How many COMMAND GETKEYS the cluster's nodes answered since their stats were reset."""
+    stats = rc.info("commandstats", target_nodes=redis.cluster.RedisCluster.ALL_NODES)
+    return sum(
+        int(node.get("cmdstat_command|getkeys", {}).get("calls", 0)) for node in stats.values()
+    )
+
+
+def test_cluster_movable_key_commands_keep_their_place(
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster
+) -> None:
+    """A command whose keys move with its arguments applies before the calls issued after
+    it: its keys come from the server's key specs without a round trip (ZUNIONSTORE, LMPOP,
+    XREAD), or are asked of the server while it holds its place (SORT ... STORE, whose
+    STORE key Redis 7.0's specs leave to the server's own code)."""
+    rc.rpush("{t}s", 3, 1, 2)
+    rc.config_resetstat(target_nodes=redis.cluster.RedisCluster.ALL_NODES)
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = [
+            await asyncio.gather(ap.zunionstore("{t}d", ["{t}a"]), ap.zadd("{t}a", {"x": 1})),
+            await asyncio.gather(ap.lmpop(1, "{t}l", direction="LEFT"), ap.rpush("{t}l", "v")),
+            await asyncio.gather(ap.xread({"{t}x": "0"}), ap.xadd("{t}x", {"f": "v"})),
+        ]
+        out.append(_getkeys_asked(rc))
+        out.append(await asyncio.gather(ap.sort("{t}s", store="{t}st"), ap.rpush("{t}s", 0)))
+        await ap.aclose()
+        return out
+
+    zunion, lmpop, xread, asked, sort = arun(cluster, body)
+    assert zunion == [0, 1] and rc.zcard("{t}d") == 0
+    assert lmpop == [None, 1] and rc.lrange("{t}l", 0, -1) == [b"v"]
+    assert xread[0] == []
+    assert asked == 0  # found from the key specs: no round trip
+    assert sort == [3, 4] and rc.lrange("{t}st", 0, -1) == [b"1", b"2", b"3"]
+    assert _getkeys_asked(rc) == 1  # SORT's keys: asked of the server, once
+
+
+def test_cluster_a_caller_leaving_while_its_keys_are_asked_for_lets_the_others_go(
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster
+) -> None:
+    """The gate held while a call asks the server where its keys are opens when that
+    caller gives up: the calls issued after it run, and it never does."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await ap.ping()
+        stuck = asyncio.Event()
+        asked = asyncio.Event()
+
+        async def never(args: tuple[Any, ...]) -> int | None:
+            asked.set()
+            await stuck.wait()
+            raise AssertionError("not reached")
+
+        ap._slot = never  # type: ignore[method-assign]
+        sorting = asyncio.ensure_future(ap.sort("{t}s", store="{t}st"))
+        await asked.wait()
+        later = asyncio.ensure_future(ap.incr("{t}n"))
+        await asyncio.sleep(0.05)
+        held = later.done()
+        sorting.cancel()
+        done = await asyncio.wait_for(later, 5)
+        await ap.aclose()
+        return [held, done, sorting.cancelled()]
+
+    rc.rpush("{t}s", 2, 1)
+    held, done, cancelled = arun(cluster, body)
+    assert held is False  # it waited behind the call asking for its keys...
+    assert done == 1 and cancelled  # ...and ran once that caller left
+    assert not rc.exists("{t}st")
+
+
+def test_cluster_threads_find_movable_keys_without_asking(
+    rc: redis.cluster.RedisCluster, cluster: EmbeddedCluster
+) -> None:
+    """The thread flavour uses the same key specs. (Its order needs no gate: a thread asks
+    where its keys are before its call joins, and makes its next call after this one.)"""
+    rc.config_resetstat(target_nodes=redis.cluster.RedisCluster.ALL_NODES)
+    ap = luapipe.autopipeline(cluster.client())
+    try:
+        assert ap.zunionstore("{t}d", ["{t}a"]) == 0
+        assert ap.zadd("{t}a", {"x": 1}) == 1
+        assert ap.lmpop(2, "{t}k", "{t}l", direction="LEFT") is None
+        assert ap.rpush("{t}l", "v") == 1
+        assert ap.lmpop(2, "{t}k", "{t}l", direction="LEFT") == [b"{t}l", [b"v"]]
+        assert _getkeys_asked(rc) == 0
+    finally:
+        ap.close()

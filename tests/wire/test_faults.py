@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from itertools import pairwise
+from typing import Any
 
 import pytest
 import redis
 from click.testing import CliRunner
 
+import luapipe
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 from luapipe.errors import ConnectionFailed, OutcomeUnknown, ServerError
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 
+from ..drivers import Driver, stopped, warmed
 from ..helpers import SPIN
 
 COUNTER = LuaScript.from_source(
@@ -177,3 +181,40 @@ def test_writing_runaway_script_is_reported_unkillable(
     finally:
         t.join()
     assert r.get("w") == b"1"
+
+
+def test_outcome_unknown_says_it_once_on_every_path(
+    driver: Driver, r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """A reply that never came (the server frozen past socket_timeout) gives OutcomeUnknown
+    on every path, and its message says so once: not "failed after the request was sent
+    (... outcome unknown, it was not re-sent ...); outcome unknown, it was not re-sent"."""
+    client = driver.redis(redis_server.port, socket_timeout=0.3)
+    ap = luapipe.autopipeline(driver.redis(redis_server.port, socket_timeout=0.3))
+
+    def pipeline() -> Any:
+        pipe = reg.pipeline(client)
+        pipe.call("counted", keys=["k"], args=[1]).incr("n")
+        return pipe.execute()
+
+    paths: dict[str, Callable[[], Any]] = {
+        "reg.call": lambda: reg.call(client, "counted", keys=["k"], args=[1]),
+        "pipeline": pipeline,
+        "auto-pipeline": lambda: ap.incr("k"),
+        "auto-pipeline reg.call": lambda: reg.call(ap, "counted", keys=["k"], args=[1]),
+    }
+    messages = {}
+    for name, call in paths.items():
+        warmed(driver, call)  # its connection open: the frozen server's reply is what is lost
+        with stopped(redis_server.pid), pytest.raises(OutcomeUnknown) as info:
+            driver.run(call())
+        messages[name] = str(info.value)
+    driver.run(ap.aclose() if driver.name == "asyncio" else _none(ap.close()))
+    for name, text in messages.items():
+        assert text.count("outcome unknown") == 1, f"{name}: {text}"
+        assert text.count("not re-sent") == 1, f"{name}: {text}"
+        assert f"127.0.0.1:{redis_server.port}" in text, f"{name}: {text}"
+
+
+def _none(_: Any) -> None:
+    return None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis.exceptions as rex
 
 from luapipe.errors import (
     AuthenticationFailed,
@@ -162,9 +163,44 @@ def test_on_slot_node_gives_up_after_the_policy_s_attempts() -> None:
             return [MOVED]
         return "n:1" if isinstance(request, Locate) else None
 
-    with pytest.raises(ServerError, match="no node would take x"):
+    with pytest.raises(ConnectionFailed) as info:
         run(on_slot_node(_attempt, 1, RetryPolicy(redirects=3), what="x"), answer)
     assert len(sent) == 3
+    # every attempt proved it did not run: a ConnectionFailed (code that retries on it may
+    # send it again), naming the slot, the attempts and the last cause
+    assert not isinstance(info.value, ServerError)
+    assert isinstance(info.value, rex.ConnectionError) and isinstance(info.value, rex.ClusterError)
+    assert str(info.value) == (
+        "no node would take x (slot 1) after 3 attempts; it did not run "
+        "(the last: MOVED 3999 127.0.0.1:7002)"
+    )
+
+
+def test_routed_gives_up_on_what_no_node_takes_as_connection_failed() -> None:
+    """A command refused on every round (here a connection refused before sending) gets a
+    ConnectionFailed in its place; the one that ran keeps its reply."""
+    slot_b = slot_of(["{b}y"])
+
+    def answer(request: Any) -> Any:
+        if isinstance(request, LocateMany):
+            return ["b:2" if s == slot_b else "a:1" for s in request.slots]
+        if isinstance(request, SendEach):
+            return [
+                ConnectionFailed("cannot connect to Redis at b:2: refused")
+                if p.node == "b:2"
+                else ["ok"]
+                for p in request.parts
+            ]
+        return None
+
+    batch = [("GET", "{a}x"), ("GET", "{b}y")]
+    with pytest.raises(ConnectionFailed) as info:
+        run(routed(batch, RetryPolicy(redirects=2), cluster=True), answer)
+    assert isinstance(info.value, rex.ConnectionError)
+    assert str(info.value) == (
+        f"no node would take this command (slot {slot_b}) after 2 attempts; it did not run "
+        "(the last: cannot connect to Redis at b:2: refused)"
+    )
 
 
 def test_gather_keeps_each_part_s_outcome() -> None:

@@ -19,7 +19,8 @@
     │   ├── CrossSlotError       keys of one call hash to different cluster slots
     │   ├── ReadOnlyError        a write reached a read-only replica
     │   └── PermissionDenied     the ACL user may not run that command (NOPERM)
-    ├── ConnectionFailed         could not connect or authenticate; nothing ran
+    ├── ConnectionFailed         could not connect or authenticate, or no cluster node
+    │                            took the request (every attempt refused); nothing ran
     │   └── AuthenticationFailed wrong user or password
     ├── TransactionAborted       WATCH kept failing: the transaction form gave up (bounded)
     ├── OutcomeUnknown           the request may have reached the server and the reply was
@@ -53,6 +54,9 @@ keys in different cluster slots        CrossSlotError              ClusterCrossS
                                                                    its cluster client raises)
 refused / reset before sending         ConnectionFailed            ConnectionError
 connect timeout                        ConnectionFailed            TimeoutError
+no cluster node took it within the     ConnectionFailed            ConnectionError and ClusterError
+policy's redirects, each attempt                                   (what its cluster client raises
+refused before it ran                                              when its redirects run out)
 server LOADING its data                ConnectionFailed            BusyLoadingError
 wrong password, NOAUTH                 AuthenticationFailed        AuthenticationError
 timeout after sending                  OutcomeUnknown              TimeoutError
@@ -252,7 +256,9 @@ class PermissionDenied(ServerError, rex.NoPermissionError):
 
 
 class ConnectionFailed(LuapipeError):
-    """Could not connect to (or authenticate with) the server; nothing ran."""
+    """Could not connect to (or authenticate with) the server, or no cluster node took the
+    request within the retry policy's attempts (each refused it before it ran); nothing
+    ran."""
 
     redis_class = rex.ConnectionError
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+import redis.exceptions as rex
 from redis.crc import key_slot
 
 from luapipe.errors import (
@@ -45,7 +46,6 @@ from luapipe.errors import (
     ConnectionFailed,
     CrossSlotError,
     LuapipeError,
-    ServerError,
 )
 from luapipe.wire.clients import is_cluster
 from luapipe.wire.policy import RetryPolicy, did_not_run
@@ -69,6 +69,7 @@ __all__ = [
     "sent_to",
     "is_cluster",
     "key_bytes",
+    "no_node_took",
     "node_order",
     "on_slot_node",
     "per_node",
@@ -205,6 +206,9 @@ def on_slot_node(
     :class:`~luapipe.errors.ConnectionFailed` thrown in means the same. An ``ASK`` goes at
     once to the node it names (after ASKING); any other redirect waits for the slot map to
     be re-read. Anything else (:class:`~luapipe.errors.OutcomeUnknown` above all) passes.
+    When ``policy.redirects`` attempts all proved it did not run, it ends as a
+    :class:`~luapipe.errors.ConnectionFailed` naming the slot, the attempts and the last
+    cause (:func:`no_node_took`): code that retries on ConnectionFailed may send it again.
     """
     last: Redirect | ConnectionFailed | None = None
     ask: str | None = None
@@ -223,7 +227,25 @@ def on_slot_node(
             cause = outcome
         last, ask = cause, (cause.ask if isinstance(cause, Redirect) else None)
         yield Refresh(cause, 0.0 if ask is not None else policy.refresh_delay(n))
-    raise ServerError(f"no node would take {what} (slot {slot}): {last}")
+    raise no_node_took(what, slot, policy.redirects, last)
+
+
+#: what redis-py's cluster client raises when its redirects run out ("TTL exhausted")
+_NO_NODE_LIKE = (rex.ConnectionError, rex.ClusterError)
+
+
+def no_node_took(
+    what: str, slot: int | None, attempts: int, last: Redirect | ConnectionFailed | None
+) -> ConnectionFailed:
+    """The error for a request that no node took after ``attempts`` attempts, each of
+    which proved it did not run (``last``: the last one's redirect or connection failure):
+    a :class:`~luapipe.errors.ConnectionFailed` (it did not run), also redis-py's
+    ``ConnectionError`` and ``ClusterError``."""
+    return ConnectionFailed(
+        f"no node would take {what} (slot {slot}) after {attempts} attempts; "
+        f"it did not run (the last: {last})",
+        like=_NO_NODE_LIKE,
+    )
 
 
 def gather(parts: Mapping[K, Steps[T]]) -> Steps[dict[K, T | LuapipeError]]:
@@ -291,7 +313,8 @@ def per_node(
     again (ASK at once to the node named, after ASKING; the others after the slot map is
     re-read). A part raising anything else may have run: it is raised once every part of
     that round has answered, and nothing is re-sent. Items still refused after
-    ``policy.redirects`` rounds get a :class:`~luapipe.errors.ServerError` in their place;
+    ``policy.redirects`` rounds get a :class:`~luapipe.errors.ConnectionFailed` in their
+    place (:func:`no_node_took`: they did not run);
     on a plain client (no slot map) they get the driver's error naming the cluster client.
     """
     results: list[Any] = [None] * len(slots)
@@ -340,10 +363,7 @@ def per_node(
                 results[i] = exc
             return results
     for i in pending:
-        results[i] = ServerError(
-            f"no node would take this command after {policy.redirects} attempts; "
-            f"it did not run: {retry[i]}"
-        )
+        results[i] = no_node_took("this command", slots[i], policy.redirects, retry[i])
     return results
 
 

@@ -25,7 +25,9 @@ Every guarantee of ``reg.call`` holds per caller:
   whose connection was lost is never re-sent);
 - a write that provably never left (the socket refused it, or the connection was found
   closed before writing) is sent again on a new connection, and its callers see
-  :class:`~luapipe.errors.ConnectionFailed` only if that fails too;
+  :class:`~luapipe.errors.ConnectionFailed` only if that fails too; a failed connect fails
+  only the calls it was made for, and those that joined meanwhile get an attempt of their
+  own (one per wave of callers, not per call);
 - calls apply in the order they joined (their coroutine started): a call's later round
   trips keep its place. Scripts called through the registry travel as ``EVAL``, which a
   flushed cache cannot refuse, so a lost script cache never lets a later call overtake;

@@ -34,17 +34,20 @@ from luapipe.errors import (
     ConnectionFailed,
     LuapipeError,
     ServerError,
+    translate,
 )
 from luapipe.wire.aio import node_for
 from luapipe.wire.autopipe.aiolink import AioLink, copy_error
 from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
+    looked_up,
     one_command,
     route_by_head,
     route_of,
     sized_command,
 )
+from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import (
     Call,
@@ -120,10 +123,14 @@ class _PlainRouter(Router):
     def nodes(self) -> list[str]:
         return [self.name]
 
+    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
+        return [None] * len(commands)
+
 
 class _ClusterRouter(Router):
     def __init__(self, client: RedisCluster) -> None:
         self.client = client
+        self.finder = KeyFinder()
 
     def locate(self, slot: int | None, read_only: bool) -> str:
         return str(node_for(self.client, slot, read_only=read_only).name)
@@ -131,6 +138,38 @@ class _ClusterRouter(Router):
     def nodes(self) -> list[str]:
         found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
         return node_order(found)
+
+    def slot(self, args: Sequence[Any]) -> int | Found | None:
+        """The slot of a command's keys found without I/O (the key specs, or redis-py's
+        own rule), or LOOKUP: only the server can say."""
+        client = self.client
+        found = self.finder.keys(client.commands_parser.commands, args)
+        if found is LOOKUP:
+            return LOOKUP
+        if found is not NOT_MOVABLE:
+            return slot_of_keys(args, found, client.keyslot)  # type: ignore[arg-type]
+        # redis-py's rule for a command it knows and need not ask about: no I/O, so its
+        # coroutine ends at the first step
+        running = client._determine_slot(*args)
+        try:
+            running.send(None)
+        except StopIteration as done:
+            return int(done.value)
+        except rex.RedisClusterException as exc:
+            return command_slot_error(args, exc)
+        except rex.DataError as exc:
+            raise translate(exc) from exc
+        running.close()
+        raise RuntimeError(f"redis-py waited for I/O to find the keys of {args[0]}")
+
+    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
+        out: list[int | None] = []
+        for args in commands:
+            slot = self.slot(args)
+            if slot is LOOKUP:
+                return None
+            out.append(slot)  # type: ignore[arg-type]
+        return out
 
 
 def _address(kwargs: dict[str, Any]) -> str:
@@ -312,7 +351,13 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             route = route_of(args, options, flag)
             if not options and route_by_head(head):
                 self._routes[head] = route
-        slot = await self._slot(args) if self.on_cluster else None
+        slot: Any = self._sched.router.slot(args) if self.on_cluster else None  # type: ignore[attr-defined]
+        if slot is LOOKUP:
+            if route == "dedicated":  # a connection of its own: no place to keep
+                slot = await self._slot(args)
+            else:  # the server finds its keys while it holds its place
+                finish = finisher(self._sched.callbacks, args, options)
+                return await self.run(looked_up(args, options, finish, self.policy, self.limits))
         if route == "dedicated":
             cmd = Command(tuple(args), options, parse=True)
             return await self.dedicated(one_command(cmd, slot, self.policy))
@@ -337,11 +382,15 @@ class AsyncAutoPipeline(AsyncCoreCommands):
                     answer = await self._answer(out.request)
                 except LuapipeError as exc:
                     self._sched.advance(call, exc, True)
+                except BaseException:
+                    self._sched.ungate(call)
+                    raise
                 else:
                     self._sched.advance(call, answer, False)
                 out = None
         except asyncio.CancelledError as exc:
             _cancelled(call, exc)
+            self._sched.ungate(call)
             raise
 
     async def _answer(self, request: Any) -> Any:
@@ -378,10 +427,14 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self.client.nodes_manager.initialize()  # type: ignore[union-attr]
 
     async def _slot(self, args: tuple[Any, ...]) -> int | None:
+        """The slot of a command's keys, asking the server if it must (``COMMAND GETKEYS``:
+        nothing of the call is sent, so a failure is a ConnectionFailed)."""
         try:
             return int(await self.client._determine_slot(*args))  # type: ignore[union-attr]
         except rex.RedisClusterException as exc:
             return command_slot_error(args, exc)
+        except (rex.RedisError, OSError) as exc:
+            raise translate(exc, sent=False) from exc
 
     async def _admit(self) -> None:
         """Wait for a place (FIFO: calls keep their order while they wait)."""

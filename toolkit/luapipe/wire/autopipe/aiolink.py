@@ -21,9 +21,9 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions as rex
 
-from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, translate
+from luapipe.errors import ConnectionFailed, LuapipeError, translate
 from luapipe.wire.aio import _socket_stale
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue
+from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
 from luapipe.wire.replies import ReplyError, full_error_text
 
 __all__ = ["AioLink", "copy_error"]
@@ -185,20 +185,28 @@ class AioLink:
         self._sent(entries, conn)
 
     async def _connect(self) -> None:
+        """A new connection for what is queued now. If it fails, those calls get
+        ConnectionFailed (nothing was sent); the calls that joined while it was under way
+        never saw it fail: they get an attempt of their own, one for all of them (so the
+        attempts follow the waves of callers, never one per call)."""
         ap = self.ap
         old = self.conn
         self.conn = None
         if old is not None:
             self._drop(old)
+        attempt = set(self.q.entries)  # the calls this attempt is made for
         try:
             conn = await ap._make_connection(self.node)
             await _connect_once(conn)
         except (rex.RedisError, OSError, LuapipeError) as exc:
             self.flushing = False
             err = translate(exc, where=self.node, sent=False)
-            entries = [e for e in self.q.entries if not e.call.cancelled]
-            self.q.entries.clear()
-            ap._sched.lost(entries, lambda: copy_error(err))
+            queued = self.q.entries
+            failed = [e for e in queued if e in attempt and not e.call.cancelled]
+            queued[:] = [e for e in queued if e not in attempt]
+            ap._sched.lost(failed, lambda: copy_error(err))
+            if queued and not ap._closed:  # joined meanwhile: a fresh attempt
+                self.kick()
             return
         except BaseException:
             self.flushing = False
@@ -351,12 +359,7 @@ class AioLink:
     def _lost_written(self, entries: Sequence[Entry], exc: BaseException) -> None:
         if not entries:
             return
-        err = translate(exc, where=self.node, sent=True)
-        if not isinstance(err, OutcomeUnknown):
-            err = OutcomeUnknown(
-                f"connection to {self.node} failed after the request was sent ({err}); "
-                "outcome unknown, it was not re-sent"
-            )
+        err = lost_after_write(self.node, exc)
         self.ap._sched.lost(entries, lambda: copy_error(err))
 
 

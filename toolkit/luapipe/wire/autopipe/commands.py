@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from luapipe.errors import CallArgumentError, LuapipeError
-from luapipe.wire.limits import BulkLimits, Sized, sizes_steps
+from luapipe.wire.limits import BulkLimits, Sized, might_exceed, sizes_steps
 from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
-from luapipe.wire.routing import Locate, Refresh, Send, Steps, on_slot_node
+from luapipe.wire.routing import Locate, Refresh, Send, SlotsOf, Steps, on_slot_node
 
 __all__ = [
     "BLOCKING",
@@ -29,6 +29,7 @@ __all__ = [
     "command_name",
     "command_recover",
     "finisher",
+    "looked_up",
     "one_command",
     "route_by_head",
     "route_of",
@@ -167,6 +168,29 @@ def command_recover(
         return _final(reply, finish, options)
 
     return recover
+
+
+def looked_up(
+    args: tuple[Any, ...],
+    options: Mapping[str, Any],
+    finish: Callable[[Any], Any] | None,
+    policy: RetryPolicy,
+    limits: BulkLimits,
+) -> Steps[Any]:
+    """A command whose keys only the server can find (``COMMAND GETKEYS``: SORT, MIGRATE,
+    a server without key specs): its slot is asked for first (``SlotsOf``, which holds the
+    call's place: nothing issued later is written meanwhile), then it goes as any other."""
+    (slot,) = yield SlotsOf((args,))
+    if might_exceed(args):
+        command = Command(args, dict(options), parse=True)
+        return (yield from sized_command(command, slot, policy, limits))
+
+    def attempt(at: str, asking: bool) -> Steps[Any]:
+        (reply,) = yield Send([args], at, asking)
+        return Redirect.of(reply) or reply
+
+    reply = yield from on_slot_node(attempt, slot, policy, what=str(args[0]))
+    return _final(reply, finish, options)
 
 
 def sized_command(

@@ -15,6 +15,10 @@ The rules every write follows, whatever the flavour:
   trips (a re-send after a cache loss, the next step of a form) keep the call's number, so
   they go out before anything issued after the call. One write per node is in flight at a
   time, so nothing issued later can be written while a call's re-send is being decided.
+- **The gate.** A call that must ask the server where its keys are (``SlotsOf`` the router
+  cannot answer from the key specs: see :mod:`~luapipe.wire.autopipe.keyspecs`) holds
+  every write of what was issued after it until it knows, then joins its node's queue
+  ahead of them.
 - **Hold after a possible cache miss.** A command the server may refuse because a script or
   function is not loaded (``EVALSHA``, ``FCALL``, sent by steps that heal it and send it
   again) ends its write, except for more commands of the same kind: if one of them is
@@ -39,10 +43,10 @@ import bisect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, OutcomeUnknown, translate
 from luapipe.wire.limits import LIMIT_QUESTION as _LIMIT
 from luapipe.wire.replies import Command, ReplyError, as_command, with_asking
-from luapipe.wire.routing import Locate, LocateMany, Nodes, Send, SendEach, Steps
+from luapipe.wire.routing import Locate, LocateMany, Nodes, Send, SendEach, SlotsOf, Steps
 
 __all__ = [
     "Call",
@@ -51,6 +55,7 @@ __all__ = [
     "Recover",
     "Router",
     "Scheduler",
+    "lost_after_write",
     "miss_group",
 ]
 
@@ -66,6 +71,20 @@ _MISS_FUNCTION = frozenset({"FCALL", "FCALL_RO", b"FCALL", b"FCALL_RO"})
 
 def _word(arg: Any) -> Any:
     return arg.upper() if isinstance(arg, str | bytes) else arg
+
+
+def lost_after_write(node: str, exc: BaseException | None) -> LuapipeError:
+    """What each caller of a write that may have reached ``node`` gets when its connection
+    fails (``exc``): :class:`OutcomeUnknown`, saying so once (the translated error already
+    does for a timeout or a lost connection: it is not wrapped in a second sentence)."""
+    err = translate(exc, where=node, sent=True) if exc is not None else None
+    if isinstance(err, OutcomeUnknown):
+        return err
+    cause = f" ({err})" if err is not None else ""
+    return OutcomeUnknown(
+        f"connection to {node} failed after the request was sent{cause}; "
+        "outcome unknown, it was not re-sent"
+    )
 
 
 def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
@@ -220,6 +239,11 @@ class Router:
     def nodes(self) -> list[str]:
         raise NotImplementedError
 
+    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
+        """The slot of each command's keys, or None where only the server can say (the
+        caller's waiting code then asks it, while the call holds its place: the gate)."""
+        return None
+
 
 class Scheduler:
     """Calls, their steps and the per-node queues (see the module docstring).
@@ -232,7 +256,17 @@ class Scheduler:
     for them.
     """
 
-    __slots__ = ("_seq", "callbacks", "kick", "max_batch", "pack", "queues", "router")
+    __slots__ = (
+        "_gate",
+        "_gates",
+        "_seq",
+        "callbacks",
+        "kick",
+        "max_batch",
+        "pack",
+        "queues",
+        "router",
+    )
 
     def __init__(
         self,
@@ -248,6 +282,10 @@ class Scheduler:
         self.callbacks: Mapping[Any, Callable[..., Any]] = {}
         self.queues: dict[str, NodeQueue] = {}
         self._seq = 0
+        #: the calls asking the server where their keys are (the gate), by sequence number;
+        #: nothing issued after the first of them is written meanwhile
+        self._gates: set[int] = set()
+        self._gate: int | None = None
 
     def queue(self, node: str) -> NodeQueue:
         q = self.queues.get(node)
@@ -277,6 +315,15 @@ class Scheduler:
     def advance(self, call: Call, answer: Any, throw: bool) -> None:
         """Send ``answer`` into the call's steps (throw it if ``throw``) and carry on until
         they wait for a round trip, hand a request to the caller, or end."""
+        if self._gates and call.seq in self._gates:  # the server said where its keys are
+            before = self._lift(call)
+            self._advance(call, answer, throw)  # its Send joins the queue in its place
+            if self._gate != before:
+                self._kick_all()  # and what waited behind it goes too
+            return
+        self._advance(call, answer, throw)
+
+    def _advance(self, call: Call, answer: Any, throw: bool) -> None:
         steps = call.steps
         assert steps is not None
         if call.cancelled:
@@ -306,6 +353,11 @@ class Scheduler:
                 if kind is Nodes:
                     answer = self.router.nodes()
                     continue
+                if kind is SlotsOf:
+                    answer = self.router.slots(request.commands)
+                    if answer is not None:
+                        continue
+                    self._close_gate(call)  # the caller asks the server: later calls wait
                 if kind is SendEach:
                     parts = request.parts
                     if not parts:
@@ -323,6 +375,31 @@ class Scheduler:
                 return
             call.slow(request)  # Refresh, Sleep, SlotsOf...: the caller's own waiting answers
             return
+
+    # -- the gate ------------------------------------------------------------------------
+    def _close_gate(self, call: Call) -> None:
+        """While ``call`` asks the server where its keys are, nothing issued after it is
+        written: it joins its node's queue ahead of them once it knows."""
+        self._gates.add(call.seq)
+        if self._gate is None or call.seq < self._gate:
+            self._gate = call.seq
+
+    def ungate(self, call: Call) -> None:
+        """``call`` no longer asks (its caller gave up, or failed): the gate opens."""
+        if self._gates and call.seq in self._gates and self._lift(call) != self._gate:
+            self._kick_all()
+
+    def _lift(self, call: Call) -> int | None:
+        """Remove ``call``'s gate; the gate before."""
+        before = self._gate
+        self._gates.discard(call.seq)
+        self._gate = min(self._gates) if self._gates else None
+        return before
+
+    def _kick_all(self) -> None:
+        for q in list(self.queues.values()):
+            if q.entries:
+                self.kick(q)
 
     def _entry(self, call: Call, send: Send, part: int) -> Entry:
         batch = send.batch
@@ -360,10 +437,13 @@ class Scheduler:
         if not entries:
             return []
         limit = self.max_batch
+        gate = self._gate
         out: list[Entry] = []
         group = None
         n = 0
         for e in entries:
+            if gate is not None and e.seq > gate:
+                break  # issued after a call still asking where its keys are
             if e.call.cancelled:
                 n += 1
                 if e.call.steps is not None:

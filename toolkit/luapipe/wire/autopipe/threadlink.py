@@ -17,8 +17,8 @@ from typing import Any
 
 import redis.exceptions as rex
 
-from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, translate
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue
+from luapipe.errors import ConnectionFailed, LuapipeError, translate
+from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
 from luapipe.wire.replies import ReplyError, full_error_text
 from luapipe.wire.sync import _stale
 
@@ -174,12 +174,9 @@ def reader(conn: Any) -> Callable[[], Any]:
 
 def lost_error(node: str, exc: BaseException | None, *, sent: bool) -> Callable[[], LuapipeError]:
     def make() -> LuapipeError:
-        err = translate(exc, where=node, sent=sent) if exc is not None else None
         if sent:
-            return OutcomeUnknown(
-                f"connection to {node} failed after the request was sent ({err}); "
-                "outcome unknown, it was not re-sent"
-            )
+            return lost_after_write(node, exc)
+        err = translate(exc, where=node, sent=False) if exc is not None else None
         if isinstance(err, ConnectionFailed):
             return err
         return ConnectionFailed(f"cannot reach {node} ({err}); nothing was sent")

@@ -22,7 +22,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -36,6 +36,7 @@ from luapipe.errors import (
     LuapipeError,
     OutcomeUnknown,
     ServerError,
+    translate,
 )
 from luapipe.wire.autopipe.commands import (
     command_recover,
@@ -45,6 +46,7 @@ from luapipe.wire.autopipe.commands import (
     route_of,
     sized_command,
 )
+from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import Call, NodeQueue, Recover, Router, Scheduler
 from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
@@ -122,10 +124,14 @@ class _PlainRouter(Router):
     def nodes(self) -> list[str]:
         return [self.name]
 
+    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
+        return [None] * len(commands)
+
 
 class _ClusterRouter(Router):
     def __init__(self, client: redis.cluster.RedisCluster) -> None:
         self.client = client
+        self.finder = KeyFinder()
 
     def locate(self, slot: int | None, read_only: bool) -> str:
         return _locate(self.client, slot, read_only)
@@ -134,6 +140,31 @@ class _ClusterRouter(Router):
         client: Any = self.client
         found = [(n.name, n.server_type == "primary") for n in client.get_nodes()]
         return node_order(found)
+
+    def slot(self, args: Sequence[Any]) -> int | Found | None:
+        """The slot of a command's keys found without I/O (the key specs, or redis-py's
+        own rule), or LOOKUP: only the server can say."""
+        client: Any = self.client
+        found = self.finder.keys(client.commands_parser.commands, args)
+        if found is LOOKUP:
+            return LOOKUP
+        if found is not NOT_MOVABLE:
+            return slot_of_keys(args, found, client.keyslot)  # type: ignore[arg-type]
+        try:
+            return int(client.determine_slot(*args))
+        except rex.RedisClusterException as exc:
+            return command_slot_error(args, exc)
+        except rex.DataError as exc:
+            raise translate(exc) from exc
+
+    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
+        out: list[int | None] = []
+        for args in commands:
+            slot = self.slot(args)
+            if slot is LOOKUP:
+                return None
+            out.append(slot)  # type: ignore[arg-type]
+        return out
 
 
 def _address(kwargs: dict[str, Any]) -> str:
@@ -300,6 +331,7 @@ class AutoPipeline(CoreCommands):
         claimed = self._claimed()
         with self._mutex:
             call.cancelled = True
+            self._sched.ungate(call)  # if it was asking where its keys are
             links, call.leads = [*claimed, *call.leads], []
             claimed.clear()
             for link in links:
@@ -375,11 +407,20 @@ class AutoPipeline(CoreCommands):
                 pass
 
     def _slot(self, args: tuple[Any, ...]) -> int | None:
+        """The slot of a command's keys, asking the server if it must (``COMMAND GETKEYS``,
+        in the caller's thread before its call joins: a thread's calls keep their order,
+        as it makes the next one only after this one; nothing of the call is sent, so a
+        failure is a ConnectionFailed)."""
+        slot = self._sched.router.slot(args)  # type: ignore[attr-defined]
+        if slot is not LOOKUP:
+            return slot  # type: ignore[no-any-return]
         try:
             client: Any = self.client
             return int(client.determine_slot(*args))
         except rex.RedisClusterException as exc:
             return command_slot_error(args, exc)
+        except (rex.RedisError, OSError) as exc:
+            raise translate(exc, sent=False) from exc
 
     def _admit(self, call: _ThreadCall) -> None:
         """A place among the calls in flight, first come first served."""
