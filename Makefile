@@ -6,7 +6,8 @@ STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo generate deps server-deps venv lint typecheck pytest clean
+.PHONY: test demo generate deps server-deps venv lint typecheck pytest clean \
+	engine-deps engines test-engines
 
 ## System packages: redis-server and redis-cli, and luacheck (Debian lua-check, which runs on
 ## lua5.1, Redis's Lua) for `scripts lint`, installed if missing.
@@ -52,8 +53,8 @@ $(RUN_STAMP): pyproject.toml
 	touch $(RUN_STAMP)
 
 lint: venv
-	$(BIN)/ruff check toolkit tests examples
-	$(BIN)/ruff format --check toolkit tests examples
+	$(BIN)/ruff check toolkit tests examples .ci/engines.py
+	$(BIN)/ruff format --check toolkit tests examples .ci/engines.py
 	$(BIN)/lint-imports --no-logo
 
 typecheck: venv
@@ -72,6 +73,44 @@ demo: server-deps $(RUN_STAMP)
 generate: venv
 	$(BIN)/luapipe generate examples/operations/*.toml --out scripts_lua \
 	  --py-out examples/operations/generated
+
+## The engine matrix (README "Servers tested"). `make engines` builds the server and redis-cli
+## of every source tarball of ENGINES_SRC listed in its SHA256SUMS (checked) once, with TLS,
+## into ENGINES_CACHE (outside the tree; a changed tarball is a new directory). `make test-engines` runs the guarantee
+## tests (`pytest -m engines`, selected in tests/engine_matrix.py) on Debian's redis-server and
+## on each built engine, and prints a table. ENGINES_ONLY=valkey-8.0.1 picks engines and
+## ENGINES_SKIP=default leaves some out (names as the table shows them: default,
+## redis-7.2.6, ...); ENGINES_PYTEST='tests/x.py -k y' replaces `-m engines` (e.g.
+## ENGINES_PYTEST=tests for the whole suite on each engine).
+ENGINES_SRC   ?= $(abspath ../shared/engines)
+ENGINES_CACHE ?= $(HOME)/.cache/luapipe/engines
+ENGINES_ONLY  ?=
+ENGINES_SKIP  ?=
+ENGINES_PYTEST ?=
+ENGINES_TOOL = .ci/engines.py --src "$(ENGINES_SRC)" --cache "$(ENGINES_CACHE)"
+
+## A C compiler and OpenSSL's headers for the TLS builds (Debian: libssl-dev), if missing.
+engine-deps:
+	@if [ -d "$(ENGINES_SRC)" ] && { ! command -v cc >/dev/null || ! command -v make >/dev/null \
+	    || ! command -v pkg-config >/dev/null || ! pkg-config --exists libssl; }; then \
+	  if command -v apt-get >/dev/null; then \
+	    echo "installing gcc make pkg-config libssl-dev with apt-get"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      gcc make pkg-config libssl-dev; \
+	  else \
+	    echo "error: install a C compiler, make, pkg-config and OpenSSL's headers first" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+engines: engine-deps
+	$(PYTHON) $(ENGINES_TOOL) build --jobs 2
+
+test-engines: deps venv engines
+	$(BIN)/python $(ENGINES_TOOL) test $(foreach e,$(ENGINES_ONLY),--only $(e)) \
+	  $(foreach e,$(ENGINES_SKIP),--skip $(e)) \
+	  $(if $(ENGINES_PYTEST),-- $(ENGINES_PYTEST))
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -6,6 +6,7 @@ server only; ``real_variant`` covers RESP2/RESP3 with and without hiredis.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,14 +18,27 @@ import redis.cluster
 from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 
 from luapipe.bench.cluster import EmbeddedCluster
-from luapipe.bench.server import EmbeddedRedis, ServerProcess
+from luapipe.bench.server import SERVER_ENV, EmbeddedRedis, ServerProcess, find_redis_server
 
 from .drivers import AsyncDriver, Driver, SyncDriver
+from .engine_matrix import MARKER, on_every_engine
 from .helpers import emptied_cluster_client
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS_DIR = ROOT / "scripts_lua"
 EXAMPLES_DIR = ROOT / "examples"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the engine matrix's tests (tests/engine_matrix.py): ``pytest -m engines``."""
+    for item in items:
+        if on_every_engine(item.nodeid):
+            item.add_marker(MARKER)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which server binary the fixtures start (``LUAPIPE_REDIS_SERVER``, else PATH)."""
+    return f"server: {find_redis_server()} (LUAPIPE_REDIS_SERVER={os.environ.get(SERVER_ENV, '')})"
 
 
 @pytest.fixture(scope="session")

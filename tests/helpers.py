@@ -19,13 +19,25 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Lua that spins for ARGV[1] milliseconds on the server, then returns 1
+#: Lua that spins for ARGV[1] milliseconds on the server, then returns 1. Until ARGV[1] ms
+#: of wall time (TIME) or of the server's own CPU time (INFO cpu) have passed, whichever
+#: comes first: from Redis 7.2 (and on Valkey 8) TIME is frozen for the whole script (the
+#: server's clock is read once per command it runs) until busy-reply-threshold passes,
+#: so a script that spins on TIME alone holds the server for that threshold (5 s), not for
+#: ARGV[1] ms. The server's CPU time advances all along; on a busy machine it advances more
+#: slowly than the wall clock, so the spin then lasts longer, never shorter.
 SPIN = """
+local function cpu()
+  local info = redis.call('INFO', 'cpu')
+  return tonumber(string.match(info, 'used_cpu_user_main_thread:([%d.]+)'))
+    + tonumber(string.match(info, 'used_cpu_sys_main_thread:([%d.]+)'))
+end
+local ms = tonumber(ARGV[1])
 local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
+local start, cpu0 = t[1] * 1000000 + t[2], cpu()
 repeat
   t = redis.call('TIME')
-until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
+until t[1] * 1000000 + t[2] - start >= ms * 1000 or (cpu() - cpu0) * 1000 >= ms
 return 1
 """
 #: counts a run in KEYS[1], then spins for ARGV[1] ms (a writing script: unkillable)

@@ -130,9 +130,11 @@ def main() -> None:
     with EmbeddedRedis() as server:
         client = redis.Redis(host=server.host, port=server.port)
         protocol = client.connection_pool.connection_kwargs.get("protocol") or "default"
-        version = client.info("server")["redis_version"]
+        info = client.info("server")  # Valkey: server_name and valkey_version
+        name = info.get("server_name") or "redis"
+        version = info.get("valkey_version") or info["redis_version"]
         print(
-            f"redis-server {version} on {server.address}, redis-py {redis.__version__}, "
+            f"{name}-server {version} on {server.address}, redis-py {redis.__version__}, "
             f"protocol {protocol}"
         )
         run(client, opts.calls)

@@ -32,16 +32,13 @@ from luapipe.operations.spec import load_operation
 from luapipe.operations.verify import Case, dump, setup
 
 from ..conftest import EXAMPLES_DIR
-from ..helpers import calls, reset_stats
+from ..helpers import SPIN, calls, reset_stats
 
 T = TypeVar("T")
 OPS = {p.stem: load_operation(p) for p in sorted((EXAMPLES_DIR / "operations").glob("*.toml"))}
 STOCK = OPS["reserve_stock"]
 # Holds the (single-threaded) server busy for ``ms``: commands sent meanwhile wait in order.
-BUSY = """local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) * 1000
-return 1"""
+BUSY = SPIN
 
 
 def arun(factory: Callable[[], Any], body: Callable[[Any], Awaitable[T]]) -> T:

@@ -151,6 +151,17 @@ def test_read_only_runaway_script_is_killed_through_luapipe(
     assert len(errors) == 1 and "Script killed by user" in str(errors[0])
 
 
+def _wait_busy(r: redis.Redis) -> None:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            r.ping()
+        except redis.ResponseError:
+            return
+        time.sleep(0.01)
+    pytest.fail("the server never got busy")
+
+
 def test_writing_runaway_script_is_reported_unkillable(
     r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
 ) -> None:
@@ -158,10 +169,10 @@ def test_writing_runaway_script_is_reported_unkillable(
     r.config_set("busy-reply-threshold", 100)
     reg.load(r)
     t = threading.Thread(
-        target=reg.call, args=(redis.Redis.from_url(url), "slow_write", ["w"], [700])
+        target=reg.call, args=(redis.Redis.from_url(url), "slow_write", ["w"], [2000])
     )
     t.start()
-    time.sleep(0.3)
+    _wait_busy(r)  # long enough for both kills on a loaded machine (700 ms was not)
     try:
         with pytest.raises(ServerError, match="UNKILLABLE"):
             reg.kill(redis.Redis.from_url(url))

@@ -470,7 +470,7 @@ def _from_reply(
             f"proto-max-bulk-len; nothing ran ({text})",
             like=cls,
         )
-    if text.startswith("BUSY"):
+    if text.startswith("BUSY "):  # not BUSYKEY (RESTORE, COPY... onto an existing key)
         return BusyError(f"BUSY: the server{at} is running a slow script ({text})", like=cls)
     if issubclass(cls, rex.ClusterCrossSlotError):
         return CrossSlotError(text, status_code=code)
@@ -505,6 +505,9 @@ def _auth_words(text: str) -> str:
 
 
 _NOPERM_COMMAND = re.compile(r"permissions? to run the '([^']+)' command")
+# Redis 7.0: "... access one of the keys (channels) used as arguments"; Redis 7.2 and
+# Valkey 8: "No permissions to access a key" ("a channel")
+_NOPERM_KEY = re.compile(r"access (?:one of the |a )(?:keys?|channels?)\b")
 
 
 def acl_words(text: str, command: str = "") -> str:
@@ -516,6 +519,6 @@ def acl_words(text: str, command: str = "") -> str:
     if named is not None:
         command = named[1]
     what = command.replace("|", " ").upper() or "this command"
-    if "keys" in text or "channel" in text:
+    if _NOPERM_KEY.search(text):
         return f"the ACL user may not run {what} on these keys or channels ({text})"
     return f"the ACL user may not run {what} ({text})"

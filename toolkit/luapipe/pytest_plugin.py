@@ -10,7 +10,8 @@ it, emptied per test), ``luapipe_fake`` (a fresh fakeredis server per test),
 luapipe_runs.expect(1):`` counts script runs on the real server) and ``luapipe_chaos``
 (``flush_scripts()``, ``failover()`` between queueing and ``execute()``).
 
-Without the entry point: ``pytest -p luapipe.pytest_plugin``.
+Without the entry point: ``pytest -p luapipe.pytest_plugin``. The private server is
+``$LUAPIPE_REDIS_SERVER`` when set (a Redis or Valkey build), else ``redis-server`` on PATH.
 """
 
 from __future__ import annotations

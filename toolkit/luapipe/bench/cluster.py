@@ -21,7 +21,7 @@ from types import TracebackType
 
 import redis
 
-from luapipe.bench.server import EmbeddedRedis, find_redis_server
+from luapipe.bench.server import EmbeddedRedis, find_redis_cli, find_redis_server
 from luapipe.errors import EnvironmentProblem
 
 __all__ = ["EmbeddedCluster"]
@@ -49,11 +49,7 @@ class EmbeddedCluster:
     def start(self) -> EmbeddedCluster:
         t0 = time.monotonic()
         find_redis_server()
-        cli = shutil.which("redis-cli")
-        if cli is None:
-            raise EnvironmentProblem(
-                "redis-cli not found on PATH; install it (Debian: apt-get install -y redis-tools)"
-            )
+        cli = find_redis_cli()
         try:
             for i in range(self.primaries * (1 + self.replicas)):
                 node = EmbeddedRedis(

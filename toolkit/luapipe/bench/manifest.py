@@ -80,8 +80,11 @@ def build_manifest(admin: redis.Redis, url: str, spec: dict[str, Any]) -> dict[s
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "redis": {
             "url": printable_url(url),
-            "version": info.get("redis_version"),
-            "mode": info.get("redis_mode"),
+            # Valkey 8 says server_name:valkey, valkey_version:8.0.1 and server_mode, and
+            # keeps redis_version at 7.2.4 (the Redis it forked from) for old clients
+            "server": info.get("server_name") or "redis",
+            "version": info.get("valkey_version") or info.get("redis_version"),
+            "mode": info.get("redis_mode") or info.get("server_mode"),
             "os": info.get("os"),
             "config": {k: str(v) for k, v in sorted(config.items())},
         },

@@ -4,11 +4,17 @@ Used by ``luapipe bench``/``verify`` without ``--url`` and by the test fixtures:
 
     with EmbeddedRedis() as server:
         client = redis.Redis.from_url(server.url)
+
+The binary is ``$LUAPIPE_REDIS_SERVER`` if set (any engine that answers to redis-server's
+options: a Redis or Valkey build), else ``redis-server`` on PATH; a cluster is formed with
+``$LUAPIPE_REDIS_CLI``, else ``redis-cli``. The engine matrix (``make test-engines``) runs
+the same tests on every engine this way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -23,21 +29,52 @@ from types import TracebackType
 from luapipe.bench import running
 from luapipe.errors import EnvironmentProblem
 
-__all__ = ["EmbeddedRedis", "ServerProcess", "find_redis_server", "free_port"]
+__all__ = [
+    "CLI_ENV",
+    "SERVER_ENV",
+    "EmbeddedRedis",
+    "ServerProcess",
+    "find_redis_cli",
+    "find_redis_server",
+    "free_port",
+]
+
+#: environment variables naming the server and redis-cli binaries (the engine matrix)
+SERVER_ENV = "LUAPIPE_REDIS_SERVER"
+CLI_ENV = "LUAPIPE_REDIS_CLI"
 
 INSTALL_HINT = (
     "redis-server not found on PATH; install it (Debian/Ubuntu: "
     "apt-get install -y redis-server redis-tools) or pass --url"
 )
+CLI_HINT = "redis-cli not found on PATH; install it (Debian: apt-get install -y redis-tools)"
+
+
+def _binary(variable: str | None, program: str, hint: str) -> str:
+    """``$variable`` if set (it must name an executable), else ``program`` on PATH."""
+    named = os.environ.get(variable) if variable else None
+    if named:
+        found = shutil.which(named)
+        if found is None:
+            raise EnvironmentProblem(f"{variable}={named}: not an executable file")
+        return found
+    found = shutil.which(program)
+    if found is None:
+        raise EnvironmentProblem(hint)
+    return found
 
 
 def find_redis_server(program: str = "redis-server") -> str:
-    """Return the path of ``redis-server`` or raise a one-line :class:`EnvironmentProblem`."""
-    found = shutil.which(program)
-    if found is None:
-        hint = INSTALL_HINT if program == "redis-server" else f"{program} not found on PATH"
-        raise EnvironmentProblem(hint)
-    return found
+    """The server binary (``$LUAPIPE_REDIS_SERVER``, else ``program`` on PATH), or a
+    one-line :class:`EnvironmentProblem`."""
+    if program != "redis-server":
+        return _binary(None, program, f"{program} not found on PATH")
+    return _binary(SERVER_ENV, program, INSTALL_HINT)
+
+
+def find_redis_cli() -> str:
+    """``$LUAPIPE_REDIS_CLI``, else ``redis-cli`` on PATH (it forms clusters)."""
+    return _binary(CLI_ENV, "redis-cli", CLI_HINT)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -35,7 +35,9 @@ from luapipe.wire.clients import require_sync
 __all__ = ["Case", "KeyState", "Mismatch", "VerifyReport", "dump", "sample_case", "setup", "verify"]
 
 _CODES = ("WRONGTYPE", "OVERFLOW", "FLOAT", "DIVZERO", "NOTINT", "NOTFLOAT", "EXECABORT")
-_BADARG = "Lua redis lib command arguments must be strings or integers"
+#: a nil or a table passed to redis.call: Redis and fakeredis say "Lua redis lib command
+#: arguments must be ...", Valkey 8 "Command arguments must be ..."
+_BADARG = re.compile(r"(?:Lua redis lib c|\bC)ommand arguments must be strings or integers")
 # the text after ERR, without the trailers that say where it ran (Redis 7's "script: <sha>,
 # on @user_script:N.", luapipe's "(script op_x)" / "(function f)")
 _ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*|\s+\((?:script|function) [^()]*\))?$")
@@ -44,7 +46,7 @@ _ERR = re.compile(r"\bERR (?!user_)(.*?)(?:\s+script: .*|\s+\((?:script|function
 def error_code(exc: BaseException) -> str:
     """What an error means, independent of the form that raised it."""
     text = str(exc)
-    if isinstance(exc, DataError) or _BADARG in text:
+    if isinstance(exc, DataError) or _BADARG.search(text):
         return "BADARG"  # a nil (or a table) as a command argument: refused in every form
     for code in _CODES:
         if re.search(rf"\b{code}\b", text):

@@ -7,7 +7,8 @@ renders)::
       "schema_version": 2,
       "manifest": {
         "created_utc": "...",
-        "redis": {"url": <masked>, "version", "mode", "os", "config": {name: value}},
+        "redis": {"url": <masked>, "server" ("redis", "valkey"), "version", "mode", "os",
+                  "config": {name: value}},
         "machine": {"kernel", "system", "cpu", "cpus", "python"},
         "libraries": {"luapipe", "redis", "hiredis", "hdrhistogram", "jinja2", "click"},
         "rtt_method": "delay proxy ...", "proxy_spin_us": float,

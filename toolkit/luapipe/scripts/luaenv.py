@@ -7,9 +7,17 @@ and the ``KEYS``/``ARGV`` tables. Nothing else: ``print``, ``os``, ``io``, ``req
 ``dofile`` and ``loadfile`` are absent, and the globals and libraries are read-only (a
 script that assigns a global fails with "Attempt to modify a readonly table").
 
-A :class:`Target` removes or adds names: Redis 8.2.2 blocks ``getfenv``/``setfenv``/
-``newproxy``, Redis 8 adds ``os.clock``, Valkey adds ``server.*``, Dragonfly runs Lua 5.4.
-:data:`WHY` explains each such name, so a finding says what to write instead.
+A :class:`Target` removes or adds names: the CVE-2025-46818 fix blocks ``getfenv``/
+``setfenv``/``newproxy`` (Redis 7.2.11, 7.4.6, 8.0.4, 8.2.2 and distribution backports such
+as Debian 12's 7.0.15; Valkey 7.2.11, 8.0.6, 8.1.4 unless ``lua-enable-insecure-api``), Redis
+8 and Valkey 8 add ``os.clock``, Valkey adds ``server.*`` and ``redis.VALKEY_VERSION``,
+Dragonfly runs Lua 5.4. :data:`WHY` explains each such name, naming the release it comes
+from, so a finding says what to write instead.
+
+Targets with a server in the test matrix are checked against it (tests/scripts/
+test_lint_engines.py): ``redis-7.0`` against Debian's 7.0.15 and Redis 7.2.6, ``valkey-8.0``
+and ``valkey-8`` against Valkey 8.0.1 (a name a later release blocks must say which).
+``redis-7.4``, ``redis-8.2`` and ``dragonfly`` are written from their documentation.
 """
 
 from __future__ import annotations
@@ -81,7 +89,11 @@ BASE: Env = {
     "table": words("concat foreach foreachi getn insert maxn remove setn sort"),
 }
 
-_INSECURE = "blocked from Redis 8.2.2 (CVE-2025-46818) and off by default on Valkey"
+_INSECURE = (
+    "blocked by the CVE-2025-46818 fix: Redis 7.2.11, 7.4.6, 8.0.4, 8.2.2 and backports "
+    "(Debian 12's 7.0.15); Valkey 7.2.11, 8.0.6, 8.1.4 unless lua-enable-insecure-api is yes"
+)
+_VALKEY = "Valkey only (Valkey 8)"
 _LUA54 = "Lua 5.4 (Dragonfly) does not have it"
 #: Why a name is missing on some server, and what to use instead. Dragonfly runs Lua 5.4
 #: but keeps ``unpack``, ``table.getn``, ``table.setn``, ``table.foreach`` and
@@ -91,7 +103,10 @@ WHY: dict[str, str] = {
     "setfenv": _INSECURE,
     "newproxy": _INSECURE,
     "server": "server.* exists only on Valkey: use redis.*",
-    "os": "os.clock exists from Redis 8.0 only",
+    "redis.VALKEY_VERSION": _VALKEY,
+    "redis.VALKEY_VERSION_NUM": _VALKEY,
+    "redis.SERVER_NAME": _VALKEY,
+    "os": "os.clock exists from Redis 8.0 and on Valkey 8 only",
     "loadstring": f"{_LUA54}: use load",
     "gcinfo": f"{_LUA54}: use collectgarbage('count')",
     "string.gfind": f"{_LUA54}: use string.gmatch",
@@ -136,23 +151,36 @@ _LUA54_REMOVED = (
     *(name for name, text in WHY.items() if text.startswith(_LUA54) and "." in name),
     *words("loadstring gcinfo getfenv setfenv newproxy"),
 )
+#: what the CVE-2025-46818 fix blocks (every maintained release line, October 2025)
+_FIXED = ("getfenv", "setfenv", "newproxy")
+#: what Valkey 8 adds: os.clock, its own version fields, and server.* beside redis.*
+_VALKEY_8 = (
+    "os.clock",
+    *(f"redis.{f}" for f in ("SERVER_NAME", "VALKEY_VERSION", "VALKEY_VERSION_NUM")),
+    *(
+        f"server.{f}"
+        for f in (*BASE["redis"], "SERVER_NAME", "VALKEY_VERSION", "VALKEY_VERSION_NUM")
+    ),
+)
 
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        Target("redis-7.0", "Redis 7.0 to 7.2"),
-        Target("redis-7.4", "Redis 7.4 to 8.0 (EVAL-cached scripts are evicted beyond 500)"),
+        Target("redis-7.0", "Redis 7.0 to 7.2", remove=_FIXED),
         Target(
-            "redis-8.2",
-            "Redis 8.2.2 and later",
-            remove=("getfenv", "setfenv", "newproxy"),
-            add=("os.clock",),
+            "redis-7.4",
+            "Redis 7.4 to 8.0 (EVAL-cached scripts are evicted beyond 500)",
+            remove=_FIXED,
         ),
+        Target("redis-8.2", "Redis 8.2.2 and later", remove=_FIXED, add=("os.clock",)),
         Target(
             "valkey-8",
-            "Valkey 8",
-            remove=("getfenv", "setfenv", "newproxy"),
-            add=tuple(f"server.{f}" for f in BASE["redis"]),
+            "Valkey 8.0.6, 8.1.4 and later 8.x (getfenv... blocked)",
+            remove=_FIXED,
+            add=_VALKEY_8,
+        ),
+        Target(
+            "valkey-8.0", "Valkey 8.0.0 to 8.0.5 (before the CVE-2025-46818 fix)", add=_VALKEY_8
         ),
         Target(
             "dragonfly",

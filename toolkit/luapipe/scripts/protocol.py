@@ -38,8 +38,6 @@ from redis.exceptions import ResponseError
 
 from luapipe.errors import (
     BusyError,
-    ConnectionFailed,
-    CrossSlotError,
     LuapipeError,
     PermissionDenied,
     ReadOnlyError,
@@ -61,6 +59,7 @@ from luapipe.scripts.fcall import (
 from luapipe.scripts.library import FunctionLibrary
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.limits import BulkLimits
+from luapipe.wire.refusals import refused
 from luapipe.wire.replies import Command, Redirect, ReplyError, Value, full_error_text
 
 __all__ = [
@@ -91,14 +90,12 @@ _LIST_ALL = Command(("FUNCTION", "LIST"))
 
 def cached_by_eval(reply: Any) -> bool:
     """Whether an EVAL that got ``reply`` compiled the script (so it is cached now): a value,
-    or an error raised while the script ran; not a refusal before it ran (BUSY, NOPERM,
-    OOM, READONLY...) and not a compile error. A hint either way: a wrong guess costs one
-    NOSCRIPT round trip, never a second run."""
+    or the script's own error; not a refusal before it ran (BUSY, NOPERM, OOM, READONLY...,
+    :func:`~luapipe.wire.refusals.refused`) and not a compile error. A hint either way: a
+    wrong guess costs one NOSCRIPT round trip, never a second run."""
     if not isinstance(reply, ReplyError):
         return True
-    if reply.is_compile_error:
-        return False
-    return bool(_TRAILER.search(reply.text) or _LINE_TAG.search(reply.text))
+    return not (reply.is_compile_error or refused(reply.text))
 
 
 def parse_lua_error(text: str) -> tuple[int, str] | None:
@@ -188,9 +185,9 @@ def script_error(
     ``function f, library lib``). Its class is luapipe's and also redis-py's for the same
     reply (see luapipe.errors)."""
     label = label or f"script {script.name}"
-    if text.startswith("ERR unknown command"):
-        return _unknown_command(text, f"{label} did not run")
-    if text.startswith("BUSY"):  # another script holds the server: this one did not run
+    if refused(text) and text.startswith("ERR unknown command"):  # one luapipe sent, not
+        return _unknown_command(text, f"{label} did not run")  # the script's own (fakeredis)
+    if refused(text) and text.startswith("BUSY "):  # another script holds the server
         callee = label if label.startswith("function") else script.name
         return BusyError(f"BUSY: the server is running another script; {callee} did not run")
     compile_err = any(c in text for c in _COMPILE)
@@ -221,9 +218,8 @@ def script_error(
             path=script.path or script.name,
             like=ResponseError,
         )
-    generic = translate(ResponseError(text), where=where, command=command)
-    if _refused(generic, text):
-        return generic
+    if refused(text):  # the same reading on every engine and on fakeredis
+        return translate(ResponseError(text), where=where, command=command)
     # The script's own error_reply, or a failed redis.call on a server that does not say
     # the line (fakeredis): name the lines it can have come from.
     return _runtime_error(text, f"{_error_sites(script)}: {label} failed: {text}")
@@ -249,15 +245,6 @@ def _unknown_command(text: str, outcome: str) -> ServerError:
     need = _NEEDS.get(verb)
     why = f": {need}, with {verb} not renamed or disabled" if need else " (renamed or disabled?)"
     return ServerError(f"the server does not know {verb}{why}; {outcome}")
-
-
-def _refused(err: LuapipeError, text: str) -> bool:
-    """An error reply that refused the script before it ran (not its own error)."""
-    if isinstance(err, BusyError | ReadOnlyError | CrossSlotError | PermissionDenied):
-        return True
-    if isinstance(err, ConnectionFailed) or text.startswith("ERR Protocol error"):
-        return True
-    return text.startswith(("OOM command not allowed", "ERR unknown command", "ERR Number of keys"))
 
 
 def _runtime_error(text: str, message: str) -> LuapipeError:

@@ -37,6 +37,7 @@ from luapipe.errors import (
 )
 from luapipe.wire.replies import (
     Command,
+    FakeFault,
     ReplyError,
     address_of,
     as_command,
@@ -148,10 +149,11 @@ class AsyncSession:
         self.broken = False
         self.pending = False  # written, replies not all read: the socket is not reusable
 
-    async def _send(self, packed: Any, *, all_or_nothing: bool = False) -> None:
+    async def _send(self, packed: Any, *, all_or_nothing: bool = False, one: bool = False) -> None:
         """Write a batch. ``all_or_nothing``: the batch runs only if it arrives whole (see
         :func:`~luapipe.wire.replies.whole_or_nothing`), so a write cut short proves that
-        nothing ran (the twin of :meth:`luapipe.wire.sync.Session._send`)."""
+        nothing ran; ``one``: an in-process fake's exception is its reply (the twin of
+        :meth:`luapipe.wire.sync.Session._send`)."""
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
         self.pending = True  # a write interrupted halfway may have reached the server
@@ -171,6 +173,10 @@ class AsyncSession:
             raise
         except Exception as exc:  # an in-process fake runs the commands here: anything
             await self._lost()
+            fault = FakeFault.of(exc) if one and not self.round_trips else None
+            if fault is not None:
+                self.round_trips += 1
+                raise fault from exc
             raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
@@ -234,6 +240,10 @@ class AsyncSession:
             raise self._cut(exc, True) from exc
         except Exception as exc:  # lost, timed out, or a reply the parser cannot read
             await self._lost()
+            fault = FakeFault.of(exc) if self.round_trips == 0 else None
+            if fault is not None:  # an in-process fake raised while running the command
+                self.round_trips += 1
+                return fault.reply
             raise translate(exc, where=self.address, sent=True) from exc
         except BaseException as exc:
             await self._cancelled(exc)
@@ -264,9 +274,14 @@ class AsyncSession:
         keep: list[int] | None = None
         if asking:
             cmds, keep = with_asking(cmds)
-        await self._send(
-            pack(self.conn.pack_commands, [c.args for c in cmds]), all_or_nothing=whole
-        )
+        try:
+            await self._send(
+                pack(self.conn.pack_commands, [c.args for c in cmds]),
+                all_or_nothing=whole,
+                one=whole and cmds[0].name != "MULTI",
+            )
+        except FakeFault as fault:  # the replies of the harmless ones went with the fake's
+            return [fault.reply] * len(cmds if keep is None else keep)  # connection
         replies: list[Any] = []
         try:
             for c in cmds:

@@ -22,6 +22,7 @@ from luapipe.errors import CallArgumentError, LuapipeError, ServerError, transla
 __all__ = [
     "ASKING",
     "Command",
+    "FakeFault",
     "Redirect",
     "ReplyError",
     "Value",
@@ -39,6 +40,8 @@ T = TypeVar("T")
 #: a key or argument as redis-py sends it
 Value = str | bytes | int | float
 
+#: the start of the server's own "script not cached" reply (Valkey 8 ends it after
+#: "script."; Redis adds " Please use EVAL.")
 NOSCRIPT_TEXT = "NOSCRIPT No matching script"
 #: the whole reply to FCALL of a function no library registers (Redis 7.0-7.2, Valkey 8)
 FUNCTION_NOT_FOUND = "ERR Function not found"
@@ -231,3 +234,24 @@ def with_asking(cmds: Sequence[Command]) -> tuple[list[Command], list[int]]:
         elif c.name in ("EXEC", "DISCARD"):
             in_multi = False
     return out, keep
+
+
+class FakeFault(Exception):
+    """An in-process fake server (fakeredis runs each command inside the client's write)
+    raised a Python exception, not a reply, while it ran a command: e.g. fakeredis 2.40's
+    ``redis.call()`` without arguments raises TypeError from its Lua bridge, where a server
+    answers "ERR Please specify at least one argument...". The transports raise this for a
+    batch of one command (after harmless ones), whose :attr:`reply` then stands for the
+    error reply a server would give; the fake's connection is dropped."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.reply = ReplyError(f"ERR the in-process server raised {type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def of(exc: BaseException) -> FakeFault | None:
+        """The fault ``exc`` is (raised while writing a batch), or None for an I/O error:
+        a real connection's write raises only redis-py's errors or an OSError."""
+        if isinstance(exc, rex.RedisError | OSError | LuapipeError):
+            return None
+        return FakeFault(exc)

@@ -36,6 +36,7 @@ from luapipe.errors import (
 from luapipe.wire.replies import (
     ASKING,
     Command,
+    FakeFault,
     ReplyError,
     address_of,
     as_command,
@@ -122,9 +123,11 @@ class Session:
         self.round_trips = 0
         self.broken = False
 
-    def _send(self, packed: Any, *, all_or_nothing: bool = False) -> None:
+    def _send(self, packed: Any, *, all_or_nothing: bool = False, one: bool = False) -> None:
         """Write a batch. ``all_or_nothing``: the batch runs only if it arrives whole (one
-        command, or MULTI ... EXEC), so a failed write proves that nothing ran."""
+        command, or MULTI ... EXEC), so a failed write proves that nothing ran. ``one``: one
+        command after harmless ones, so an in-process fake's exception is its reply
+        (:class:`~luapipe.wire.replies.FakeFault`)."""
         if self.broken:
             raise OutcomeUnknown(f"connection to {self.address} was lost earlier in this session")
         conn = self.conn
@@ -157,6 +160,10 @@ class Session:
                     f"arrive whole, so nothing ran ({str(exc).strip()})",
                     like=redis_io_class(exc),
                 ) from exc
+            fault = FakeFault.of(exc) if one else None
+            if fault is not None:
+                self.round_trips += 1
+                raise fault from exc
             raise translate(exc, where=self.address, sent=True) from exc
         self.round_trips += 1
 
@@ -167,7 +174,10 @@ class Session:
     def send_one(self, args: tuple[Any, ...]) -> Any:
         """Fast path for one raw command: its raw reply, or a :class:`ReplyError`."""
         conn = self.conn
-        self._send(pack(conn.pack_command, *args), all_or_nothing=True)
+        try:
+            self._send(pack(conn.pack_command, *args), all_or_nothing=True, one=True)
+        except FakeFault as fault:
+            return fault.reply
         try:
             return conn.read_response()
         except rex.ResponseError as exc:
@@ -202,7 +212,13 @@ class Session:
         return self._write_read(cmds, parse, whole)
 
     def _write_read(self, cmds: list[Command], parse: bool, whole: bool) -> list[Any]:
-        self._send(pack(self.conn.pack_commands, [c.args for c in cmds]), all_or_nothing=whole)
+        one = whole and cmds[0].name != "MULTI"
+        try:
+            self._send(
+                pack(self.conn.pack_commands, [c.args for c in cmds]), all_or_nothing=whole, one=one
+            )
+        except FakeFault as fault:  # the replies of the harmless ones went with the fake's
+            return [fault.reply] * len(cmds)  # connection: SCRIPT LOAD is sent again later
         replies: list[Any] = []
         try:
             for c in cmds:
