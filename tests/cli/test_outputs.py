@@ -62,3 +62,13 @@ def test_a_run_that_fails_leaves_no_empty_output_behind(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, [*args, "--json", str(tmp_path / "r.json"), "--csv", str(mine)])
     assert res.exit_code == 1, res.output
     assert not (tmp_path / "r.json").exists() and mine.exists()
+
+
+@pytest.mark.usefixtures("no_server")
+def test_a_refused_path_leaves_no_empty_file_of_the_paths_before_it(tmp_path: Path) -> None:
+    """``--json r.json --html /proc/x.html``: r.json was created first, then /proc/x.html was
+    refused; the run never started, so r.json must not stay behind as an empty file."""
+    code, out = _bench("--json", str(tmp_path / "r.json"), "--csv", str(tmp_path / "r.csv"),
+                       "--html", "/proc/x.html")  # fmt: skip
+    assert code == 1 and out.startswith("error: /proc/x.html: cannot write it"), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -114,23 +114,27 @@ def _outputs(*paths: str | None) -> list[Path]:
     nobody can write is refused in one line before any timing. A missing directory is never
     created: it is named, and so is a parent that is a file. Returns the files this created
     (removed again if the run fails: nothing half-written is left)."""
-    created = []
-    for path in paths:
-        if not path:
-            continue
-        p = Path(path)
-        parent = _directory_of(path)
-        existed = p.exists()
-        try:
-            with open(p, "a"):
-                pass
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            if isinstance(exc, FileNotFoundError) and parent.is_dir():
-                why += f": {parent} takes no new files"
-            raise LuapipeError(f"{path}: cannot write it ({why})") from None
-        if not existed:
-            created.append(p)
+    created: list[Path] = []
+    try:
+        for path in paths:
+            if not path:
+                continue
+            p = Path(path)
+            parent = _directory_of(path)
+            existed = p.exists()
+            try:
+                with open(p, "a"):
+                    pass
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+                if isinstance(exc, FileNotFoundError) and parent.is_dir():
+                    why += f": {parent} takes no new files"
+                raise LuapipeError(f"{path}: cannot write it ({why})") from None
+            if not existed:
+                created.append(p)
+    except BaseException:  # a later path refused: the files made for earlier ones go again
+        _drop(created)
+        raise
     return created
 
 
