@@ -72,3 +72,37 @@ def test_a_refused_path_leaves_no_empty_file_of_the_paths_before_it(tmp_path: Pa
                        "--html", "/proc/x.html")  # fmt: skip
     assert code == 1 and out.startswith("error: /proc/x.html: cannot write it"), out
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_write_that_fails_midway_leaves_no_half_written_file(tmp_path: Path) -> None:
+    """A full disk, as a file size limit of 64 KiB: the HTML report does not fit. The error
+    names the file, no truncated report.html stays behind (a report the user already had is
+    left as it was), and the CSV, which fit, is whole."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    from tests.report.sample import sample_result
+
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(sample_result()))
+    old = tmp_path / "old.html"
+    old.write_text("my last report")
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    for html in (tmp_path / "report.html", old):
+        res = subprocess.run(
+            [sys.executable, "-m", "luapipe", "report", str(results),
+             "--csv", str(tmp_path / "r.csv"), "--html", str(html)],
+            capture_output=True, text=True, preexec_fn=small_files, check=False,
+        )  # fmt: skip
+        assert res.returncode == 1, res.stderr
+        assert res.stderr.splitlines()[-1] == f"error: {html}: cannot write it (File too large)"
+        assert "Traceback" not in res.stderr
+    assert not (tmp_path / "report.html").exists()
+    assert old.read_text() == "my last report"
+    assert (tmp_path / "r.csv").read_text().count("\n") == 1 + len(sample_result()["records"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.html", "r.csv", "results.json"]

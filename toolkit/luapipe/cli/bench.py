@@ -398,6 +398,9 @@ def report(results: str, html_path: str | None, csv_path: str | None, wide: bool
             f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "
             "`luapipe bench --json` wrote?"
         ) from None
+    except BaseException:  # a write that failed (a full disk), an interrupt
+        _drop(created)
+        raise
 
 
 #: the demo: three catalogue operations with one client at three RTTs, the forms that are

@@ -7,6 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from luapipe.report.files import write_whole
+
 __all__ = ["CSV_COLUMNS", "render_csv", "write_csv"]
 
 BENCHMARK_COLUMNS = (
@@ -71,4 +73,4 @@ def render_csv(result: dict[str, Any]) -> str:
 
 
 def write_csv(result: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(render_csv(result))
+    write_whole(path, render_csv(result))

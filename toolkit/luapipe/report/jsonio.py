@@ -115,6 +115,7 @@ from pathlib import Path
 from typing import Any
 
 from luapipe.errors import LuapipeError, mask_url
+from luapipe.report.files import write_whole
 from luapipe.report.validate import check_results
 
 __all__ = ["REQUIRED_RECORD_FIELDS", "load_results", "mask_tree", "write_json"]
@@ -161,7 +162,7 @@ def _finite(data: Any) -> Any:
 
 def write_json(result: dict[str, Any], path: str | Path) -> None:
     text = json.dumps(_finite(mask_tree(result)), indent=2, allow_nan=False)
-    Path(path).write_text(text + "\n")
+    write_whole(path, text + "\n")
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
