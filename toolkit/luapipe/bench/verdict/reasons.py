@@ -30,6 +30,7 @@ __all__ = [
     "comparison_text",
     "explain",
     "rule",
+    "rule_at",
     "where",
 ]
 
@@ -142,6 +143,22 @@ def rule(rounds: int, margin_pct: float) -> str:
         f"rounds), equivalent when it lies within {1 / up:.3g}x to {up:.3g}x (no more than "
         f"{k - 1} of {rounds} rounds beyond {m} either way), inconclusive otherwise; "
         f"{method_text(rounds)}"
+    )
+
+
+def rule_at(rounds: int, margin_pct: float) -> str:
+    """The rule's counts, in short, for a point of ``rounds`` paired rounds (a run whose
+    points ran different round counts, as the demo's contention slice)."""
+    m = _pct(margin_pct)
+    if rounds < MIN_ROUNDS:
+        return f"{rounds} round(s): no interval covers 95%, nothing is decided"
+    k, covered = median_cut(rounds)
+    need = rounds - k + 1
+    ahead = f"all {rounds}" if need == rounds else f"at least {need} of {rounds}"
+    ends = "the whole range" if k == 1 else f"the {k}th smallest to the {k}th largest"
+    return (
+        f"{rounds} rounds: ahead by more than {m} in {ahead} paired rounds, equivalent with no "
+        f"more than {k - 1} of them beyond {m} either way ({ends}: {covered:.1%})"
     )
 
 
