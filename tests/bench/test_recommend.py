@@ -401,6 +401,26 @@ def test_several_clients_at_rtt_0_are_decided_on_cpu_per_op_and_say_so() -> None
     assert any(x.startswith("decided on client + server CPU per op") for x in r.reasons)
 
 
+def test_the_method_says_what_decides_with_one_client_and_many_calls_in_flight() -> None:
+    """``bench --tasks 8``: one client, 8 calls in flight, decided on CPU per op at RTT 0; the
+    method must not say "with one client ... the p50 latency"."""
+
+    def cpu(form: str, us: float) -> dict[str, Any]:
+        r = rec(form, TEN, tasks=8, rtt_ms_nominal=0.0, **RCW)
+        r["client_cpu_usec_per_op"], r["server_cpu_usec_per_op"] = us - 10, 10.0
+        for x in r["rounds"]:
+            x["client_cpu_us"], x["server_cpu_us"] = us - 10, 10.0
+        return r
+
+    rows = [cpu("transaction", 300.0), cpu("function", 100.0)]
+    (r,) = recommend(rows)
+    assert r.figure == "cpu_us_per_op"
+    words = unwrapped(method(rows))
+    assert "with one client and one call at a time" in words
+    assert "with several clients or several calls in flight (--tasks) the throughput, or at " \
+        "RTT 0 the client's plus the server's CPU per op" in words  # fmt: skip
+
+
 def test_the_open_loop_decides_on_p50_at_the_fixed_rate() -> None:
     rows = [
         rec("transaction", scaled(2.0), rate=500.0, **RCW),

@@ -47,10 +47,12 @@ def method(records: Sequence[Row], margin_pct: float = MARGIN_PCT) -> str:
     counts = sorted({len(r.get("rounds") or ()) for r in records}, reverse=True)
     rounds = counts[0] if counts else 0
     figures = (
-        "The figure, per round: with one client and in the open loop (--rate) the p50 "
-        "latency, the median call's (a stall of the host delays a few calls of a round, not "
-        "its median); with several clients the throughput, or at RTT 0 the client's plus the "
-        "server's CPU per op (there the clients and the server share the host's CPUs)."
+        "The figure, per round: with one client and one call at a time, and in the open loop "
+        "(--rate), the p50 latency, the median call's (a stall of the host delays a few calls "
+        "of a round, not its median; at RTT 0 with one client, while the forms take turns call "
+        "by call); with several clients or several calls in flight (--tasks) the throughput, "
+        "or at RTT 0 the client's plus the server's CPU per op (there the clients and the "
+        "server share the host's CPUs)."
     )
     fewer = [f"{_points(records, n)}: {rule_at(n, margin_pct)}" for n in counts[1:]]
     also = f"; where a point ran fewer rounds: {'; '.join(fewer)}" if fewer else ""
