@@ -83,7 +83,10 @@ renders)::
         "ratio_rounds", "ratio_coverage", "rule",  # paired rounds, the interval's coverage,
                                      # when a form beats another, in words
         "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",
-                        "invariant_cases", "invariant_ok", "text"}],
+                        "invariant_cases", "invariant_ok", "clients",
+                        "calls_met",         # False: one client, one call at a time (no
+                                             # --tasks, no pipelined --batch): races cannot show
+                        "text"}],
         "main_reason",
         # the three outcomes (issue 19):
         "status",                    # ahead | equivalent | inconclusive | only | none |

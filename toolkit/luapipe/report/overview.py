@@ -193,7 +193,9 @@ def _point(rec: dict[str, Any], several_counts: bool) -> Point:
         would_decide=str(rec.get("would_decide") or ""),
         server_cpu=str(rec.get("server_cpu") or ""),
         figure=str(rec.get("figure_name") or ""),
-        single_client=int(rec.get("clients") or 1) == 1,
+        # one client, one call at a time: older files have no calls_met, only the clients
+        single_client=int(rec.get("clients") or 1) == 1
+        and not any(n.get("calls_met") for n in rec.get("non_atomic") or ()),
     )
 
 

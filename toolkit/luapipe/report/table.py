@@ -413,8 +413,9 @@ def _legend(open_loop: bool, wide: bool) -> list[str]:
         + " (intervals: see the method at the end); srv us = server time inside commands per "
         "op (commandstats); cpu us = the "
         "client's CPU per op; inv = the invariant after each round, FAIL n/m = it broke in n "
-        "of m cases (lost updates; with 1 client no two calls meet on a key, so only a run "
-        "with several clients can show them); wr% = calls that took the write path (! = more "
+        "of m cases (lost updates; with 1 client making one call at a time no two calls meet "
+        "on a key: only several clients, --tasks or a pipelined --batch can show them); wr% = "
+        "calls that took the write path (! = more "
         "than 10 points from the bench profile's share)"
         + ("" if wide else "; --wide shows every column")
     ]

@@ -27,6 +27,7 @@ __all__ = [
     "CLUSTER",
     "QUESTIONS",
     "SERVER_CPU_SPREAD",
+    "calls_meet",
     "comparison_text",
     "explain",
     "rule",
@@ -177,11 +178,18 @@ def _would_decide(v: Verdict) -> str:
     )
 
 
+def calls_meet(r: Row) -> bool:
+    """Whether ``r``'s calls could meet on a key: several clients, several calls in flight
+    (``--tasks``), or a pipelined ``--batch`` (its operations advance in lockstep)."""
+    batch = int(r.get("batch") or 1) > 1 and str(r["form"]) == "pipelined"
+    return int(r.get("clients") or 1) > 1 or int(r.get("tasks") or 1) > 1 or batch
+
+
 def _lost(r: Row, races_shown: bool) -> str:
     lost, cases = int(r.get("lost_updates") or 0), int(r.get("invariant_cases") or 0)
     if r.get("invariant_ok") is False:
         return f"it lost updates in {lost} of {cases} cases here" if cases else "it lost updates"
-    if int(r.get("clients") or 1) == 1:
+    if not calls_meet(r):
         shown = " (the run with several clients on hot keys shows them)" if races_shown else ""
         return "with one client no two calls meet on a key, so this run cannot show its races" + (
             shown
@@ -211,6 +219,7 @@ def _non_atomic(v: Verdict, chosen: Row, races_shown: bool) -> list[dict[str, An
                 "invariant_cases": int(r.get("invariant_cases") or 0),
                 "invariant_ok": r.get("invariant_ok") is not False,
                 "clients": int(r.get("clients") or 1),
+                "calls_met": calls_meet(r),  # False: this run could not show its races
                 "text": f"{r['form']} would be {gain}, but it is not atomic: "
                 + _lost(r, races_shown),
             }
