@@ -407,6 +407,15 @@ def test_one_client_with_calls_in_flight_or_a_lockstep_batch_is_not_said_to_be_r
     assert "only a run with several clients can show them" not in table
 
 
+def test_the_forms_that_lost_updates_are_listed_as_a_list() -> None:
+    lost = {"invariant_ok": False, "lost_updates": 9, "invariant_cases": 10}
+    hot = {"clients": 4, "contention": "hot", **RCW}
+    rows = [rec(f, TEN, **hot, **lost) for f in ("naive", "pipelined", "auto naive")]
+    rows += [rec("transaction", scaled(2.0), **hot), rec("function", TEN, **hot)]
+    (r,) = recommend(rows)
+    assert "(naive, pipelined and auto naive lost updates)" in r.text
+
+
 # -- the figure ----------------------------------------------------------------------------
 
 

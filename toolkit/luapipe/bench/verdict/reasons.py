@@ -304,7 +304,8 @@ def explain(
     policy = policy_reason(chosen, equivalents + undecided) if equivalents or undecided else None
     non_atomic = _non_atomic(v, chosen, races_shown)
     lost = [n["form"] for n in non_atomic if not n["invariant_ok"]]
-    tail = f" ({' and '.join(lost)} lost updates)" if lost else ""
+    listed = ", ".join(lost[:-1]) + " and " + lost[-1] if len(lost) > 1 else "".join(lost)
+    tail = f" ({listed} lost updates)" if lost else ""
     would = ""
     if not v.comparisons:
         status = "only"
