@@ -285,6 +285,46 @@ def test_the_stated_rule_covers_every_round_count_of_the_run() -> None:
     assert "ahead by more than 10% in all 6" in html
 
 
+def _dead_rounds(form: str, rates: list[float], clients: int = 4, **kw: Any) -> dict[str, Any]:
+    """At 1 ms RTT (4 clients: the throughput decides; 1: the p50); a rate of 0: every call
+    of that round failed (no call completed, no p50, no CPU per op)."""
+    r = rec(form, TEN, clients=clients, errors=sum(50 for x in rates if not x), **kw)
+    r["rounds"] = [
+        {"ops_per_sec": x, "calls": int(x / 10), "p50": 1000.0 / x if x else None} for x in rates
+    ]
+    r["ops_per_sec"] = sum(rates) / len(rates)
+    return r
+
+
+@pytest.mark.parametrize("clients", [4, 1])
+def test_a_round_in_which_a_form_completed_no_call_is_a_round_it_lost(clients: int) -> None:
+    """script completed no call in 3 of 10 rounds and was twice as fast as function in the
+    other 7. The rule says ahead "in at least 9 of 10 paired rounds": script is ahead in 7,
+    so it is not ahead (it read "use script: 2.00x the throughput of function (2.00x to
+    2.00x): ahead", the dead rounds left out)."""
+    rows = [
+        _dead_rounds("script", [2000.0, 0.0] * 3 + [2000.0] * 4, clients, **RCW),
+        _dead_rounds("function", [1000.0] * 10, clients, **RCW),
+    ]
+    (r,) = recommend(rows)
+    (c,) = r.comparisons
+    assert c["rounds"] == 10 and c["outcome"] == INCONCLUSIVE, r.text
+    assert "use script" not in r.text
+    assert "to unbounded)" in r.text or "(0x to " in r.text  # the dead rounds, in the interval
+
+
+def test_rounds_with_no_completed_call_never_ask_for_rounds_the_run_already_had() -> None:
+    """6 of 10 rounds dead: the verdict said "at least 6 rounds (--rounds 6 or more)" would
+    decide it, after a run of 10."""
+    rows = [
+        _dead_rounds("script", [2000.0] + [0.0] * 6 + [2000.0] * 3, **RCW),
+        _dead_rounds("function", [1000.0] * 10, **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert "--rounds 6 or more" not in r.text and "round(s) cannot decide" not in r.text
+    assert r.comparisons[0]["rounds"] == 10 and "more rounds (--rounds 20" in r.text, r.text
+
+
 # -- the forms at stake ------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ point says so, and what would decide it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from luapipe.bench.verdict.compare import (
@@ -70,6 +71,8 @@ Row = dict[str, Any]
 def _x(v: float) -> str:
     """A ratio: 0.908x, 1.099x near the margin (three decimals below 2, so an end just
     outside the margin never reads as inside it), 2.45x, 12x, 0.042x below 0.1."""
+    if math.isinf(v):  # the other form completed no call in most rounds
+        return "unbounded"
     if v < 0.1:
         return f"{v:.2g}x"
     if v < 2:
