@@ -54,6 +54,20 @@ def test_write_share_interval_and_lost_updates_are_columns() -> None:
     )
 
 
+def test_a_lopsided_interval_is_shown_by_its_two_ends_never_as_a_plus_minus_past_zero() -> None:
+    """Rounds of 818 to 4,047 around 969: "+-167" would read as an interval from below zero.
+    The cell says how far each end lies from the figure: -16/+318."""
+    rows = [
+        record(form="transaction", ops_per_sec=969.0, ops_per_sec_interval=[818.0, 4047.0]),
+        record(form="script", ops_per_sec=400.0, ops_per_sec_interval=[360.0, 440.0]),
+    ]
+    table = render_table(result(*rows))
+    assert cell(table, 0, "+-%") == "-16/+318" and cell(table, 1, "+-%") == "10"
+    assert "below/above" in unwrapped(table)
+    wide = render_table(result(*rows), wide=True)
+    assert " -16/+318 " in wide and " 167 " not in wide
+
+
 def test_open_loop_shows_uncorrected_percentiles_beside_corrected_ones() -> None:
     rec = record(rate=500.0, latency_ms_uncorrected={"p50": 0.4, "p99": 0.9})
     table = render_table(result(rec))
