@@ -172,6 +172,8 @@ def _columns(figure: str, open_loop: bool) -> list[Column]:
             c.name in ("cpu/op", "turns") and after != c.name
         ):
             continue
+        if c.name == "cpu us" and after == "cpu/op":  # in cpu/op already: the first to go
+            c = Column(c.name, c.cell, 1)
         cols.append(c)
         if c.name == after:
             cols.append(Column(PLUS, spread, 5))
