@@ -222,6 +222,20 @@ def test_charts_follow_the_dimensions_measured() -> None:
     assert "throughput vs clients" in many
 
 
+def test_charts_never_join_points_of_different_contention() -> None:
+    """The demo: one client on spread keys (a million units of stock), then 4 clients on one
+    hot key (30 units, sold out every few calls). A line from the one to the other read as
+    "4 clients: a third of the throughput"; the hot slice is in the tables, not on that line."""
+    spread = [record(form=f, rtt_ms_nominal=t) for f in ("script", "function") for t in (0.0, 1.0)]
+    hot = [record(form=f, rtt_ms_nominal=0.0, clients=4, contention="hot", ops_per_sec=150.0)
+           for f in ("naive", "script", "function")]  # fmt: skip
+    page = render_html(result(*spread, *hot))
+    assert "throughput vs clients" not in page and "op: throughput vs RTT (1 client)" in page
+    charts = page[: page.index("<h3>Speed</h3>")]
+    assert ">naive<" not in charts  # naive ran only in the hot slice: no empty legend entry
+    assert page.count('<td class="l">naive</td>') == 2  # the hot slice is in both tables
+
+
 def test_table_names_the_batch_when_calls_carry_several_operations() -> None:
     plain = render_table(result(record(), record(form="pipelined")), wide=True)
     assert "batch" not in plain.splitlines()[0]  # no column nobody needs
