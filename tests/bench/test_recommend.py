@@ -157,7 +157,7 @@ def test_a_wide_interval_is_not_decided_and_says_what_would_decide_it() -> None:
     table, html = page(rows)
     assert "op at 1 ms RTT with 1 client: not decided: function vs script:" in table
     assert "neither beyond nor within +-10%" in table
-    assert "more rounds (--rounds 20), a longer --duration" in table
+    assert "more rounds (luapipe bench --rounds 20), a longer --duration" in table
     assert "quieter machine" in table
     assert "tie" not in table and "equivalent" not in r.text
     assert '<span class="undecided">not decided</span>' in html
@@ -322,7 +322,7 @@ def test_rounds_with_no_completed_call_never_ask_for_rounds_the_run_already_had(
     ]
     (r,) = recommend(rows)
     assert "--rounds 6 or more" not in r.text and "round(s) cannot decide" not in r.text
-    assert r.comparisons[0]["rounds"] == 10 and "more rounds (--rounds 20" in r.text, r.text
+    assert r.comparisons[0]["rounds"] == 10 and "more rounds (luapipe bench --rounds 20" in r.text
 
 
 # -- the forms at stake ------------------------------------------------------------------

@@ -171,13 +171,13 @@ def _would_decide(v: Verdict) -> str:
     short = [c for c in v.inconclusive if c.ratio is None or not c.ratio.sufficient]
     if short:
         return (
-            f"at least {MIN_ROUNDS} rounds (--rounds {MIN_ROUNDS} or more): with fewer, no "
-            "interval covers 95%"
+            f"at least {MIN_ROUNDS} rounds (luapipe bench --rounds {MIN_ROUNDS} or more; with "
+            "fewer, no interval covers 95%)"
         )
     rounds = max((c.ratio.rounds for c in v.inconclusive if c.ratio is not None), default=10)
-    return (
-        f"a narrower interval: more rounds (--rounds {2 * rounds}), a longer --duration "
-        "(more calls per round) or a quieter machine (fewer stalls)"
+    return (  # the demo has no --rounds: the command that takes it is named
+        f"a narrower interval: more rounds (luapipe bench --rounds {2 * rounds}), a longer "
+        "--duration (more calls per round) or a quieter machine (fewer stalls)"
     )
 
 
