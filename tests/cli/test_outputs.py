@@ -106,3 +106,12 @@ def test_a_write_that_fails_midway_leaves_no_half_written_file(tmp_path: Path) -
     assert old.read_text() == "my last report"
     assert (tmp_path / "r.csv").read_text().count("\n") == 1 + len(sample_result()["records"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.html", "r.csv", "results.json"]
+
+
+@pytest.mark.usefixtures("no_server")
+@pytest.mark.parametrize("option", ["--json", "--csv", "--html"])
+def test_an_empty_output_path_is_refused_before_any_timing(option: str) -> None:
+    """`--html "$OUT"` with OUT unset ran the whole benchmark and wrote nothing, silently."""
+    code, out = _bench(option, "")
+    assert code == 2, out
+    assert f"Invalid value for '{option}': an empty path" in out

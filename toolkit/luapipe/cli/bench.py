@@ -80,6 +80,14 @@ def _contention(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
+def _file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An output file: an empty path (``--html "$OUT"`` with OUT unset) is a usage error,
+    never a run that writes nothing."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("an empty path: name a file")
+    return value
+
+
 #: in a log, a step that ends this long after the last printed line is printed too
 LOG_EVERY_S = 3.0
 
@@ -287,9 +295,23 @@ WIDE = click.option(
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
 @click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results JSON")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="write results JSON",
+    callback=_file,
+)
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV", callback=_file
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="write an HTML report",
+    callback=_file,
+)
 @WIDE
 def bench(
     specs: tuple[str, ...],
@@ -380,8 +402,16 @@ def _bench(
 
 @click.command()
 @click.argument("results", type=click.Path(exists=True, dir_okay=False))
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="write an HTML report",
+    callback=_file,
+)
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV", callback=_file
+)
 @WIDE
 def report(results: str, html_path: str | None, csv_path: str | None, wide: bool) -> None:
     """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
