@@ -381,7 +381,22 @@ def test_a_form_that_lost_updates_is_never_recommended_and_is_ruled_out_in_words
     table, html = page(rows)
     assert "use function:" in table and "use script" not in table
     assert "ruled out: script lost updates in 5 of 64 cases" in table
-    assert "ruled out: script lost updates in 5 of 64 cases" in html
+    card = html[: html.index("How the verdict decides")]  # the card, not only "every reason"
+    assert "ruled out: script lost updates in 5 of 64 cases" in card
+
+
+def test_the_card_says_why_a_form_at_stake_is_not_compared_when_the_policy_picks() -> None:
+    """script lost updates; function and transaction are equivalent: the card named script
+    in "The choice" and then never again (the policy line replaces the main reason)."""
+    rows = [
+        rec("transaction", [1.0, 1.02] * 5, **RCW),
+        rec("script", scaled(0.5), invariant_ok=False, lost_updates=5, invariant_cases=64, **RCW),
+        rec("function", [1.01, 1.0] * 5, **RCW),
+    ]
+    _, html = page(rows)
+    card = html[: html.index("How the verdict decides")]
+    assert "function by policy" in card
+    assert "ruled out: script lost updates in 5 of 64 cases" in card
 
 
 def test_no_atomic_form_means_no_recommendation_for_a_read_compute_write() -> None:
