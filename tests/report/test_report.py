@@ -236,6 +236,16 @@ def test_charts_never_join_points_of_different_contention() -> None:
     assert page.count('<td class="l">naive</td>') == 2  # the hot slice is in both tables
 
 
+def test_the_page_says_how_many_calls_each_client_had_in_flight() -> None:
+    """`bench --tasks 8`: the cards compare auto-pipelined forms at 8 calls in flight, but
+    the page said "1 client(s) ... closed loop" and never "tasks" anywhere."""
+    data = result(record(tasks=8), record(form="auto script", tasks=8))
+    data["manifest"] = {"spec": {"config": {"clients": [1], "rtts_ms": [0.25], "tasks": 8}}}
+    page = render_html(data)
+    top = page[: page.index('id="verdict"')]
+    assert "1 client(s) x 8 calls in flight each (--tasks 8)" in top
+
+
 def test_table_names_the_batch_when_calls_carry_several_operations() -> None:
     plain = render_table(result(record(), record(form="pipelined")), wide=True)
     assert "batch" not in plain.splitlines()[0]  # no column nobody needs

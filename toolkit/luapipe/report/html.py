@@ -79,6 +79,7 @@ def _setting(m: dict[str, Any]) -> dict[str, Any]:
         "rate": cfg.get("rate"),
         "created": m.get("created_utc"),
         "seed": cfg.get("seed"),
+        "tasks": cfg.get("tasks") if int(cfg.get("tasks") or 1) > 1 else None,
         "also": "; ".join(_part(p) for p in (m.get("spec") or {}).get("also") or []),
     }
 
