@@ -76,7 +76,11 @@ renders)::
                                      # widest +-x% among those pairs, the policy's words
         "noise_threshold_pct",       # the margin (as "margin_pct")
         "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake:
-                                     # the median round's ratio, the interval of that median
+                                     # the median round's ratio, the interval of that median;
+                                     # every "ratio" here is an advantage, > 1 = the form is
+                                     # better: form/other for ops/s, other/form for p50 and
+                                     # CPU per op (the words say the inverse for those:
+                                     # "0.788x the p50 latency of pipelined" is ratio 1.27)
         "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it is
                                      # ahead of (null: none)
         "beats_by",                  # whose ratio that is: the form itself
