@@ -115,3 +115,20 @@ def test_an_empty_output_path_is_refused_before_any_timing(option: str) -> None:
     code, out = _bench(option, "")
     assert code == 2, out
     assert f"Invalid value for '{option}': an empty path" in out
+
+
+def test_an_interrupt_while_writing_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C between writing the report beside its path and renaming it over the path."""
+    import os
+
+    from luapipe.report.files import write_whole
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_whole(tmp_path / "report.html", "<html></html>")
+    assert list(tmp_path.iterdir()) == []

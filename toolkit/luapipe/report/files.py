@@ -29,7 +29,7 @@ def write_whole(path: str | Path, text: str) -> None:
         try:
             tmp.write_text(text)
             os.replace(tmp, p)
-        except OSError:
+        except BaseException:  # a failed write, or Ctrl-C before the rename
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
