@@ -132,3 +132,16 @@ def test_an_interrupt_while_writing_leaves_no_temporary_file(
     with pytest.raises(KeyboardInterrupt):
         write_whole(tmp_path / "report.html", "<html></html>")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_demo_that_fails_removes_the_folder_it_made(tmp_path: Path) -> None:
+    """The demo makes its --out folder; a run that fails (no server at --url) left it behind,
+    empty. A folder the user already had stays."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for out in (tmp_path / "demo-out", mine):
+        args = ["demo", "--out", str(out), "--url", "redis://127.0.0.1:1/0"]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert list(mine.iterdir()) == []

@@ -490,13 +490,19 @@ def demo(url: str | None, out: str, duration: float, wide: bool) -> None:
     from luapipe.bench.runner import run_bench
 
     folder = Path(out)
-    if not folder.is_dir():
+    made = not folder.is_dir()
+    if made:
         if folder.exists():
             raise click.BadParameter(f"{out} is a file", param_hint="--out")
         _directory_of(out)  # the demo makes its folder, never the folders above it
         folder.mkdir()
     paths = [str(folder / n) for n in ("results.json", "results.csv", "report.html")]
-    created = _outputs(*paths)
+    try:
+        created = _outputs(*paths)
+    except BaseException:
+        if made:
+            folder.rmdir()
+        raise
     (first, sweep), (hot, contended) = demo_parts(duration)
     try:
         with common.bench_server(url) as target:
@@ -512,6 +518,9 @@ def demo(url: str | None, out: str, duration: float, wide: bool) -> None:
             _finish(result, paths[0], paths[1], paths[2], wide=wide)
     except BaseException:
         _drop(created)
+        if made:  # the folder it made, if nothing else went into it
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     click.echo(f"open {folder / 'report.html'} in a browser")
 
