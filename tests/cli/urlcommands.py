@@ -24,6 +24,7 @@ EXTRA: dict[str, list[str]] = {
     "scripts call": ["one", "-k", "k"],
     "scripts flush": ["--yes"],
     "verify": ["reserve_stock", "--cases", "1"],
+    "functions verify": ["scripts_lua", "--library", "app", "--cases", "1"],
     "bench": ["--duration", "0.05", "--warmup", "0", "--rounds", "1", "--no-bystander"],
     "demo": ["--duration", "0.01", "--out", "{dir}/demo-out"],
 }

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from luapipe.bench.server import ServerProcess
 from luapipe.cli import main
 from luapipe.operations.generate import function_name, generated_operation, library_name
-from luapipe.operations.libraries import collect_generated
+from luapipe.operations.libraries import collect_generated, restore_library, snapshot_named
 from luapipe.operations.operation import Operation
 from luapipe.operations.spec import load_operation, parse_operation
 
@@ -156,3 +156,23 @@ def test_gc_leaves_a_library_whose_code_is_not_utf8_alone(r: redis.Redis) -> Non
     found = collect_generated(r)
     assert [(c.deleted, c.others) for c in found] == [((), 1)]
     assert libraries(r) == {name}
+
+
+def test_verify_and_bench_put_back_a_library_whose_code_is_not_utf8_byte_for_byte(
+    r: redis.Redis,
+) -> None:
+    """restore_library (verify and bench put the function form's library back with it)
+    reloaded code read as text, and raised UnicodeEncodeError on a Latin-1 byte."""
+    name = "luapipe_team_0123456789"
+    latin = (
+        f"#!lua name={name}\n-- caf".encode()
+        + b"\xe9\n"
+        + f"redis.register_function('{name}', function() return 1 end)\n".encode()
+    )
+    r.function_load(latin)
+    snapshot = snapshot_named(name, r)
+    r.function_load(latin.replace(b"caf\xe9", b"cafe"), replace=True)  # what verify loads
+    restore_library(snapshot)
+    (listed,) = r.function_list(library=name, withcode=True)
+    assert dict(zip(listed[0::2], listed[1::2], strict=True))[b"library_code"] == latin
+    r.function_delete(name)

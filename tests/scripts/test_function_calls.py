@@ -14,7 +14,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from luapipe.bench.server import ServerProcess
+from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
 from luapipe.errors import CallArgumentError, ScriptRuntimeError, ServerError
 from luapipe.scripts.header import Param
@@ -325,3 +325,48 @@ def test_scripts_call_calls_a_function_of_a_library_file(
     res = CliRunner().invoke(main, [*base, "bump", "-k", "n"])
     assert res.exit_code == 1 and "function 'bump' takes 1 arg" in res.output
     assert r.get("n") == b"3"
+
+
+@pytest.fixture(scope="module")
+def no_functions() -> Iterator[ServerProcess]:
+    """A server that does not know FCALL, FCALL_RO or FUNCTION (renamed away, as on a
+    managed service, or as a server older than 7.0 answers)."""
+    disabled = [a for c in ("FCALL", "FCALL_RO", "FUNCTION") for a in ("--rename-command", c, "")]
+    server = EmbeddedRedis(disabled)
+    info = server.start()
+    try:
+        yield info
+    finally:
+        server.stop()
+
+
+SECRET = "session:7c0ffee-secret-token"
+
+
+def test_a_server_without_functions_is_one_line_without_the_calls_keys_or_args(
+    driver: Driver, no_functions: ServerProcess, reg: ScriptRegistry, tmp_path: Path
+) -> None:
+    """The server's reply echoes the call ("unknown command 'FCALL', with args beginning
+    with: 'bump' '1' '<key>' '<arg>'"): a key can be a session id, an arg a token."""
+    c = driver.redis(no_functions.port)
+    need = "Redis Functions need Redis 7.0 or later (or Valkey)"
+    with pytest.raises(ServerError) as call:
+        driver.run(reg.call(c, "bump", [SECRET], ["s3cr3t-arg"]))
+    assert str(call.value) == (
+        f"the server does not know FCALL: {need}, with FCALL not renamed or disabled; "
+        "function bump, library counters did not run"
+    )
+    for transaction in (False, True):
+        pipe = reg.pipeline(c, transaction=transaction)
+        pipe.call("peek", [SECRET])
+        with pytest.raises(ServerError) as piped:
+            driver.run(pipe.execute())
+        verb = "FUNCTION" if transaction else "FCALL_RO"  # a transaction checks first
+        assert str(piped.value).startswith(f"the server does not know {verb}: {need}")
+        assert SECRET not in str(piped.value)
+    (tmp_path / "counters.lua").write_text(SOURCE)
+    base = ["scripts", "call", "--dir", str(tmp_path), "--url", no_functions.url]
+    res = CliRunner().invoke(main, [*base, "bump", "-k", SECRET, "-a", "s3cr3t-arg"])
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("error: the server does not know FCALL: ")
+    assert SECRET not in res.stderr and "s3cr3t-arg" not in res.stderr

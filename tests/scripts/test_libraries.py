@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from luapipe.cli import main
 from luapipe.errors import DuplicateScriptError, ScriptError, UnknownScriptError
+from luapipe.scripts import libsandbox
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.lint import lint_directory
 from luapipe.scripts.registry import ScriptRegistry
@@ -393,21 +394,90 @@ def test_lint_reports_a_library_that_fails_at_load_time_and_name_clashes(tmp_pat
             "broken.lua": "#!lua name=broken\nlocal x = KEYS\n",
             "stock.lua": GOOD,
             "peek.lua": "return 1\n",
+            "typo.lua": "#!lua name=typo\nredis.register_function('t', function() end\n",
         },
     )
     found = lint_directory(d)
     errors = [i for i in found.issues if i.severity == "error"]
     assert [(i.location.split("/")[-1], i.code) for i in errors] == [
-        ("broken.lua:2", "LP002"),
+        ("broken.lua:2", "LP002"),  # fails at load time: not a syntax error
         ("peek.lua", "LP002"),
         ("stock.lua", "LP002"),
+        ("typo.lua:3", "LP001"),  # a library's syntax error is coded as a script's
     ]
     assert "duplicate name 'peek'" in errors[1].message
     res = CliRunner().invoke(main, ["scripts", "lint", "--dir", str(d)])
-    assert res.stdout.splitlines()[-1] == "2 scripts, 1 library, 3 errors, 3 warnings"
+    # broken libraries count as libraries, not scripts
+    assert res.stdout.splitlines()[-1] == "1 script, 3 libraries, 4 errors, 3 warnings"
+    res = CliRunner().invoke(main, ["scripts", "list", "--dir", str(d)])
+    assert res.stderr == "1 script and 3 libraries of 4 cannot be used\n"
+    listed = json.loads(
+        CliRunner().invoke(main, ["scripts", "list", "--json", "--dir", str(d)]).stdout
+    )
+    assert {row["name"]: row.get("kind") for row in listed if row["problem"]} == {
+        "broken": "library",
+        "peek": None,
+        "stock": "library",
+        "typo": "library",
+    }
 
 
-def test_the_load_time_sandbox_is_bounded_in_memory() -> None:
-    source = "#!lua name=big\nlocal t, i = {}, 0\nwhile true do i = i + 1; t[i] = i end\n"
-    with pytest.raises(ScriptError, match=r"^big\.lua:3: at load time: .* needs more than 64 MB"):
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        # a long loop: the line the loop allocates on
+        ("local t, i = {}, 0\nwhile true do i = i + 1; t[i] = i end\n", 3),
+        # a short one: ten string doublings past 64 MB (it said line 1, where the count
+        # hook had last looked, or nothing ran the hook at all)
+        ("local s = 'x'\n\nfor _ = 1, 40 do\n  s = s .. s\nend\n", 5),
+        # in a helper the top level calls: the helper's line
+        ("local t = {}\nlocal function fill(n)\n  for i = 1, n do\n    t[i] = {i}\n"
+         "  end\nend\nfill(1e9)\n", 5),
+        # in redis.log's arguments, built by the library: its line, not the harness's
+        ("local s = 'x'\nfor _ = 1, 40 do\n  redis.log(redis.LOG_DEBUG, s)\n"
+         "  s = s .. s\nend\n", 5),
+    ],
+)  # fmt: skip
+def test_the_load_time_sandbox_is_bounded_in_memory_and_names_the_line_that_allocated(
+    body: str, line: int
+) -> None:
+    source = f"#!lua name=big\n{body}redis.register_function('f', function() end)\n"
+    with pytest.raises(ScriptError) as found:
         parse_library(source, path="big.lua")
+    assert str(found.value) == (
+        f"big.lua:{line}: at load time: the library's top level needs more than 64 MB"
+    )
+
+
+def test_out_of_memory_without_a_line_to_name_says_while_loading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The line comes from a rerun with a line hook; if that rerun cannot tell (here: out
+    of time first), the error names no line rather than a wrong one."""
+    monkeypatch.setattr(libsandbox, "_TRACE_CPU_SECONDS", 0.0)
+    source = "#!lua name=big\nlocal t, i = {}, 0\nwhile true do i = i + 1; t[i] = i end\n"
+    with pytest.raises(ScriptError) as found:
+        parse_library(source, path="big.lua")
+    assert str(found.value) == (
+        "big.lua: while loading: the library's top level needs more than 64 MB"
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "name"),
+    [
+        ("7.0.0", "v_7_0_0_458752"),  # no server at hand: the oldest with Functions
+        ("7.2.6", "v_7_2_6_459270"),  # what Redis 7.2.6 registers (observed)
+        ("7.2.4", "v_7_2_4_459268"),  # Valkey 8.0.1: its redis_version and REDIS_VERSION
+    ],
+)
+def test_the_sandbox_says_the_redis_version_it_is_given_as_the_server_does(
+    version: str, name: str
+) -> None:
+    source = (
+        "#!lua name=v\nlocal v, n = redis.REDIS_VERSION, redis.REDIS_VERSION_NUM\n"
+        "redis.register_function('v_' .. v:gsub('%.', '_') .. '_' .. n, function() end)\n"
+    )
+    lib = parse_library(source, version=version)
+    assert (lib.function_names, lib.version) == ((name,), version)
+    assert libsandbox.version_num(version) == int(name.rsplit("_", 1)[1])

@@ -8,6 +8,7 @@ The cluster is this module's own: the last test adds a fourth primary to it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis
 from luapipe.cli import main
 from luapipe.scripts.libparse import parse_library
-from luapipe.scripts.libstate import keeper_name
+from luapipe.scripts.libstate import keeper_name, keeper_source
 
 from .test_library_deploy import HELLO, STOCK_V1, STOCK_V2, code_of, write
 
@@ -88,6 +89,15 @@ def test_deploy_loads_every_primary_and_check_sees_every_node(
     assert res.stdout.startswith("no drift: 0 scripts, 2 libraries, nodes ")
     assert len(res.stdout.split("nodes ")[1].split(", ")) == 6  # replicas are checked too
     write(d, {"stock.lua": STOCK_V2})
+    res = run("deploy", "--check", "--dir", str(d), "--url", clean.url)
+    assert res.exit_code == 1
+    found = [ln.split(" (")[0] for ln in res.stdout.splitlines()]
+    assert [ln for ln in found if ln.startswith("signature")] == [  # once, as deploy says
+        "signature: stock_reserve on 6 nodes",
+        "signature: stock_left on 6 nodes",
+    ]
+    assert sum(ln.startswith("differs: stock on ") for ln in found) == 6  # each node's state
+    assert found[-1] == "drift: 9 differences"  # changed in the lock, 6 differs, 2 signatures
     res = run("deploy", "--dir", str(d), "--url", clean.url)
     assert res.exit_code == 0, res.output
     assert [ln.split(" (")[0] for ln in res.stderr.splitlines()] == [  # once, not per node
@@ -139,6 +149,41 @@ def test_a_replica_missing_a_library_is_drift_even_when_no_primary_changes(
         lagging.config_set("replica-read-only", "yes")
     assert res.exit_code == 1, res.output  # not "deployed": that replica lacks it
     assert f"missing: stock on {replica} (library not loaded)" in res.stdout.splitlines()
+
+
+def test_rollback_refuses_a_library_one_primary_has_no_kept_copy_of_and_rolls_back_the_rest(
+    tmp_path: Path, clean: EmbeddedCluster
+) -> None:
+    """A primary without the rollback copy (a shard that joined after the deploy): rolling
+    back the others would leave the shards on two versions. That library stays as it is
+    everywhere, the line names the node, exit 1; the directory's other library rolls back."""
+    hello_v2 = HELLO.replace("'hi'", "'hello'")
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", clean.url).exit_code == 0
+    write(d, {"stock.lua": STOCK_V2, "hello.lua": hello_v2})
+    assert run("deploy", "--dir", str(d), "--url", clean.url).exit_code == 0
+    first, second, late = sorted(primaries(clean))
+    nodes(clean)[late].function_delete(keeper_name("stock"))
+    replicated(clean, "stock", STOCK_V2)
+    res = run("deploy", "--rollback", "--dir", str(d), "--url", clean.url)
+    assert res.exit_code == 1, res.output
+    assert res.stderr == (
+        f"error: not rolled back stock: no kept copy of its previous code on {late} (joined "
+        f"or flushed since the deploy?) while {first}, {second} have one; rolling back only "
+        "those would leave the shards on different versions, so stock is left as it is "
+        "everywhere (deploy its previous file instead)\n"
+    )
+    assert res.stdout.splitlines()[-1].startswith("rolled back hello (nodes ")
+    assert not any("stock" in line for line in res.stdout.splitlines())
+    replicated(clean, "stock", STOCK_V2)  # nothing changed for stock, on any node
+    replicated(clean, "hello", HELLO)  # the other library rolled back everywhere
+    kept = {n: code_of(nodes(clean)[n], keeper_name("stock")) for n in (first, second)}
+    assert kept == dict.fromkeys((first, second), keeper_source("stock", STOCK_V1, STOCK_V2))
+    report = json.loads(
+        run("deploy", "--rollback", "--json", "--dir", str(d), "--url", clean.url).stdout
+    )
+    assert not report["ok"] and len(report["refused"]) == 1  # hello goes back to v2 here
+    replicated(clean, "hello", hello_v2)
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ from click.testing import CliRunner, Result
 
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
 from luapipe.cli import main
-from luapipe.errors import ServerError
+from luapipe.errors import CallArgumentError, ServerError
+from luapipe.scripts import deploy as deploy_module
 from luapipe.scripts.libdeploy import (
     check_libraries_steps,
     deploy_libraries_steps,
@@ -31,6 +32,7 @@ from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.libstate import keeper_name, keeper_source, kept_code
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.wire import drivers
+from luapipe.wire.routing import SendEach
 
 from ..drivers import Driver
 from ..helpers import calls
@@ -139,10 +141,11 @@ def test_check_reports_each_kind_of_drift_per_node_and_never_another_teams_libra
     shared.function_load("#!lua name=squatter\nredis.register_function('hello', function() end)")
     write(d, {"gone.lua": "#!lua name=gone\nredis.register_function('gone_f', function() end)"})
     assert run("deploy", "--dir", str(d), "--url", url).exit_code == 1  # 'hello' is taken
-    shared.function_load("#!lua name=gone\nredis.register_function('gone_f', function() end)")
+    gone = "#!lua name=gone\nredis.register_function('gone_f', function() end)"
+    shared.function_load(gone)
     write(d, {"gone.lua": None})
     lock = json.loads((d / "luapipe.lock.json").read_text())
-    lock["libraries"]["gone"] = "1" * 40
+    lock["libraries"]["gone"] = parse_library(gone).sha
     (d / "luapipe.lock.json").write_text(json.dumps(lock))
     res = run("deploy", "--check", "--dir", str(d), "--url", url)
     assert res.exit_code == 1
@@ -174,13 +177,18 @@ def test_a_taken_function_name_refuses_the_deploy_before_anything_is_sent(
     tmp_path: Path, shared: redis.Redis, url: str
 ) -> None:
     shared.function_load("#!lua name=squatter\nredis.register_function('hello', function() end)")
-    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    script = "return 'taken test'\n"
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO, "n.lua": script})
+    shared.script_flush()
     shared.config_resetstat()
     res = run("deploy", "--dir", str(d), "--url", url)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: nothing deployed: a function name is taken: taken: hello")
     assert loads(shared) == 0 and code_of(shared, "stock") is None
+    assert calls(shared, "script|load") == 0  # the scripts neither: nothing was sent
+    assert shared.script_exists(hashlib.sha1(script.encode()).hexdigest()) == [False]
     assert not (d / "luapipe.lock.json").exists()
+    shared.function_delete("squatter")
 
 
 CASED = "#!lua name=cased\nredis.register_function('Cased_Get', function() return 1 end)\n"
@@ -239,6 +247,55 @@ def test_prune_deletes_only_the_libraries_the_lock_recorded_and_the_directory_dr
         0,
         f"no drift: 0 scripts, 1 library, nodes {node}",
     )
+
+
+def test_prune_leaves_a_library_another_team_has_since_loaded_under_that_name(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"stock.lua": None})
+    theirs = "#!lua name=stock\nredis.register_function('their_stock', function() end)\n"
+    shared.function_load(theirs, replace=True)  # the name is free for us: another team's now
+    node = url.split("//")[1].split("/")[0]
+    detail = (
+        f"(in the lock, no longer in the directory, but its code there "
+        f"({parse_library(theirs).sha[:12]}) is neither the lock's "
+        f"({parse_library(STOCK_V1).sha[:12]}) nor one luapipe loaded: another library of "
+        "that name, so deploy --prune leaves it and drops the name from the lock)"
+    )
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 1
+    assert f"replaced: stock on {node} {detail}" in res.stdout.splitlines()
+    res = run("deploy", "--prune", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output  # a deploy goes on: the library is not ours
+    assert res.stderr == f"warning: replaced: stock on {node} {detail}\n"
+    assert not any("deleted" in line for line in res.stdout.splitlines())
+    assert code_of(shared, "stock") == theirs
+    assert json.loads((d / "luapipe.lock.json").read_text())["libraries"].keys() == {"hello"}
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0, res.output  # no longer ours: no longer drift
+    shared.function_delete("stock")
+
+
+def test_prune_deletes_a_rolled_back_library_whose_code_differs_from_the_lock(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"stock.lua": STOCK_V1, "hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"stock.lua": STOCK_V2})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0  # the lock says v2
+    assert run("deploy", "--rollback", "--dir", str(d), "--url", url).exit_code == 0
+    assert code_of(shared, "stock") == STOCK_V1  # luapipe's own code, though not the lock's
+    write(d, {"stock.lua": None})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert f"stale: stock on {node} (in the lock, no longer in the directory: deploy --prune " \
+        "deletes it)" in res.stdout.splitlines()  # fmt: skip
+    res = run("deploy", "--prune", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and not res.stderr, res.output
+    assert f"{node}: deleted stock" in res.stdout.splitlines()
+    assert code_of(shared, "stock") is None and code_of(shared, keeper_name("stock")) is None
 
 
 def test_rollback_loads_the_kept_code_back_from_the_server_itself(
@@ -386,30 +443,173 @@ def test_a_lock_written_before_libraries_stays_readable_and_byte_identical(
     }
 
 
-#: a library the sandbox (Redis 7.0.0) loads but a newer server refuses: the top level of
-#: the server's version reads a global that does not exist at load time
+#: registers geo_peek only on a server newer than 7.0.0 (the test server is 7.0.x, x > 0):
+#: the pattern of a library using a function only 7.2 has, under a version check
+GEO = (
+    "#!lua name=geo\n"
+    "redis.register_function('geo_get', function(keys) return redis.call('GET', keys[1]) end)\n"
+    "if redis.REDIS_VERSION_NUM > 0x070000 then\n"
+    "  redis.register_function{function_name = 'geo_peek', flags = {'no-writes'},\n"
+    "    callback = function(keys) return redis.call('GET', keys[1]) end}\n"
+    "end\n"
+)
+
+
+def test_a_library_is_read_as_each_node_loads_it_with_that_nodes_redis_version(
+    tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    """The sandbox said 7.0.0 to every top level, so on a newer server a function it
+    registers under a version check was missing from the file's functions: --check and
+    deploy called it 'gone from the file' (callers would break) at every change."""
+    d = write(tmp_path / "s", {"geo.lua": GEO})
+    listed = json.loads(run("scripts", "list", "--json", "--dir", str(d)).stdout)
+    assert [f["name"] for f in listed[0]["functions"]] == ["geo_get"]  # no server: 7.0.0
+    assert listed[0]["read_at_redis_version"] == "7.0.0"
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    write(d, {"geo.lua": GEO + "-- v2\n"})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    assert [line.split(" (")[0] for line in res.stdout.splitlines()[:-1]] == [
+        "changed: geo",
+        f"differs: geo on {node}",  # and no 'signature: geo_peek ... gone from the file'
+    ]
+    res = run("deploy", "--dir", str(d), "--url", url)
+    assert res.exit_code == 0 and not res.stderr, res.output
+    write(d, {"geo.lua": GEO.replace("flags = {'no-writes'}", "flags = {}")})
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)  # its flags are compared
+    assert f"signature: geo_peek on {node} (flags [no-writes] -> []: callers" in res.stdout
+
+
+def test_a_function_registered_only_on_newer_servers_is_declared_and_called(
+    tmp_path: Path, shared: redis.Redis
+) -> None:
+    """Read without a server (7.0.0), a library's function under a version check was
+    unknown: its @function block made the file BROKEN, and reg.call refused the name."""
+    block = "-- @function geo_peek\n-- @key k\n"
+    later = GEO.replace("if redis.REDIS_VERSION_NUM", block + "if redis.REDIS_VERSION_NUM")
+    future = later.replace("geo_peek", "geo_next").replace("> 0x070000", ">= 0x630000")
+    d = write(tmp_path / "s", {"geo.lua": later, "future.lua": future.replace("geo", "fut")})
+    listed = run("scripts", "list", "--dir", str(d))
+    assert listed.exit_code == 0, listed.output
+    assert "  geo_peek           keys: k  args: -  [no-writes]  (newer servers only: under a " \
+        "version check)" in listed.stdout.splitlines()  # fmt: skip
+    reg = ScriptRegistry.from_directory(d)
+    shared.set("g", "here")
+    assert reg.call(shared, "geo_peek", keys=["g"]) == b"here"  # this server registers it
+    with pytest.raises(CallArgumentError, match="takes 1 key"):
+        reg.call(shared, "geo_peek")  # checked against its block
+    node = f"{shared.connection_pool.connection_kwargs['host']}:"
+    with pytest.raises(ServerError, match=r"registers no function 'fut_next' on " + node):
+        reg.call(shared, "fut_next", keys=["g"])  # a server that old does not: one line
+
+
+#: fails at load time on any server newer than 7.0.0 (the sandbox's own default)
 NEWER_FAILS = (
     "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
     "if redis.REDIS_VERSION_NUM > 0x070000 then local _ = no_such_global end\n"
 )
 
 
-def test_a_deploy_refused_midway_puts_back_what_it_changed_and_says_so(
+def test_a_library_a_nodes_version_refuses_is_refused_before_anything_is_sent(
     tmp_path: Path, shared: redis.Redis, url: str
+) -> None:
+    d = write(tmp_path / "s", {"hello.lua": HELLO})
+    assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
+    lock = (d / "luapipe.lock.json").read_text()
+    write(d, {"fussy.lua": NEWER_FAILS, "hello.lua": HELLO + "-- v2\n", "n.lua": "return 1"})
+    assert run("scripts", "list", "--dir", str(d)).exit_code == 0  # fine at 7.0.0
+    shared.config_resetstat()
+    res = run("deploy", "--dir", str(d), "--url", url)
+    node = url.split("//")[1].split("/")[0]
+    version = shared.info("server")["redis_version"]
+    why = (
+        f"a server with redis_version {version} refuses it: {d / 'fussy.lua'}:3: at load "
+        "time: Script attempted to access nonexistent global variable 'no_such_global'"
+    )
+    assert (res.exit_code, res.stderr) == (1, f"error: nothing deployed: {node}: {why}\n")
+    assert loads(shared) == 0 and calls(shared, "script|load") == 0
+    assert code_of(shared, "hello") == HELLO and code_of(shared, "fussy") is None
+    assert (d / "luapipe.lock.json").read_text() == lock
+    res = run("deploy", "--check", "--dir", str(d), "--url", url)
+    assert f"refused: fussy on {node} ({why})" in res.stdout.splitlines()
+
+
+FUSSY = "#!lua name=fussy\nredis.register_function('fussy', function() return 1 end)\n"
+#: another deploy's fussy, loaded between this deploy's read and its loads
+RACER = FUSSY.replace("return 1", "return 'racer'")
+
+
+def _racing(steps: Any, meanwhile: Any) -> Any:
+    """``steps``, with ``meanwhile()`` run just before the first batch that changes a
+    library (after every node was read and checked): another client acting in between."""
+    reply = None
+    while True:
+        try:
+            request = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        parts = request.parts if isinstance(request, SendEach) else ()
+        if meanwhile and any(
+            c.args[:2] in (("FUNCTION", "LOAD"), ("FUNCTION", "DELETE"))
+            for part in parts
+            for c in part.batch
+        ):
+            meanwhile()
+            meanwhile = None
+        reply = yield request
+
+
+@pytest.fixture
+def racer(shared: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``racer()`` arms it: during the next deploy, another deploy loads its own 'fussy'
+    between this one's read and its loads."""
+    original = deploy_module.deploy_libraries_steps
+    armed: list[bool] = []
+
+    def race() -> None:
+        if armed:
+            armed.clear()
+            shared.function_load(RACER)
+
+    def racing(*args: Any, **kw: Any) -> Any:
+        return _racing(original(*args, **kw), race)
+
+    monkeypatch.setattr(deploy_module, "deploy_libraries_steps", racing)
+    yield lambda: armed.append(True)
+    assert code_of(shared, "fussy") == RACER  # put back: only what this deploy did
+    shared.function_delete("fussy")
+
+
+def test_a_deploy_refused_midway_puts_back_what_it_changed_and_says_so(
+    tmp_path: Path, shared: redis.Redis, url: str, racer: Any
 ) -> None:
     d = write(tmp_path / "s", {"stock.lua": STOCK_V1})
     assert run("deploy", "--dir", str(d), "--url", url).exit_code == 0
     lock = (d / "luapipe.lock.json").read_text()
-    write(d, {"stock.lua": STOCK_V2, "fussy.lua": NEWER_FAILS})
+    write(d, {"stock.lua": STOCK_V2, "fussy.lua": FUSSY})
+    racer()
     res = run("deploy", "--dir", str(d), "--url", url)
     node = url.split("//")[1].split("/")[0]
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
-    assert res.stderr.startswith(f"error: deploy failed on {node}: load fussy: ERR Error")
-    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert res.stderr == (
+        f"error: deploy failed on {node}: load fussy: ERR Library 'fussy' already exists; "
+        f"put back the libraries it had changed on {node}\n"
+    )
     assert code_of(shared, "stock") == STOCK_V1  # replaced, then put back
     assert code_of(shared, keeper_name("stock")) is None  # the copy it made is gone too
-    assert code_of(shared, "fussy") is None
     assert (d / "luapipe.lock.json").read_text() == lock
+
+
+def test_a_refused_first_load_still_puts_back_the_loads_the_server_went_on_with(
+    tmp_path: Path, shared: redis.Redis, url: str, racer: Any
+) -> None:
+    d = write(tmp_path / "s", {"fussy.lua": FUSSY, "hello.lua": HELLO})
+    racer()
+    res = run("deploy", "--dir", str(d), "--url", url)  # fussy (refused), then hello (loaded)
+    node = url.split("//")[1].split("/")[0]
+    assert res.exit_code == 1
+    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
+    assert code_of(shared, "hello") is None  # and the racer's fussy is left: see racer
 
 
 def _steps(driver: Driver, client: Any, steps: Any) -> Any:
@@ -518,14 +718,3 @@ def test_a_bad_libraries_section_of_the_lock_names_its_line(
     res = run("deploy", "--check", "--dir", str(d), "--url", url)
     assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert res.stderr.startswith(f"error: {d / 'luapipe.lock.json'}{says}"), res.stderr
-
-
-def test_a_refused_first_load_still_puts_back_the_loads_the_server_went_on_with(
-    tmp_path: Path, shared: redis.Redis, url: str
-) -> None:
-    d = write(tmp_path / "s", {"fussy.lua": NEWER_FAILS, "hello.lua": HELLO})
-    res = run("deploy", "--dir", str(d), "--url", url)  # fussy (refused), then hello (loaded)
-    node = url.split("//")[1].split("/")[0]
-    assert res.exit_code == 1
-    assert res.stderr.endswith(f"; put back the libraries it had changed on {node}\n")
-    assert code_of(shared, "hello") is None and code_of(shared, "fussy") is None

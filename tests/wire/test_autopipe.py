@@ -5,7 +5,10 @@ cancellation, the bound, what needs a connection of its own)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import gc
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -13,7 +16,7 @@ import redis
 import redis.asyncio
 
 import luapipe
-from luapipe.bench.server import ServerProcess, free_port
+from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
 from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
@@ -26,6 +29,7 @@ from luapipe.scripts.protocol import ScriptCall
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import LuaScript
 from luapipe.wire.policy import DEFAULT
+from luapipe.wire.routing import Locate, Send, Sleep, Steps
 
 from ..drivers import kill_named, stopped
 from ..helpers import SLOW, calls
@@ -358,6 +362,7 @@ def test_calls_beyond_the_bound_wait_their_turn(
         ("MULTI",),
         ("SUBSCRIBE", "ch"),
         ("AUTH", "pw"),
+        ("SCRIPT", "DEBUG", "YES"),  # the next EVAL on it would start a debugging session
     ],
 )
 def test_connection_state_commands_are_refused_before_sending(
@@ -581,3 +586,231 @@ def test_a_closed_auto_pipeline_sends_nothing_and_one_loop_is_its_own(
     with pytest.raises(ConnectionFailed, match="closed"):
         sync_ap.incr("n")
     assert r.get("n") == b"1"
+
+
+def test_a_value_the_encoding_refuses_is_a_call_argument_error(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """A str UTF-8 cannot encode (a lone surrogate) is the caller's CallArgumentError, as
+    from ``reg.call`` on the client (hiredis's packer raised UnicodeEncodeError, which the
+    auto-pipeline let through); the other callers go on."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            ap.incr("n"),
+            reg.call(ap, "append", keys=["log"], args=["\udcff"]),
+            reg.call(ap, "ap_set", keys=["k"], args=["\udcff"]),
+            ap.incr("n"),
+            return_exceptions=True,
+        )
+        await ap.aclose()
+        return out
+
+    out = arun(redis_server, body)
+    assert out[0] == 1 and out[3] == 2
+    for err in out[1:3]:
+        assert isinstance(err, CallArgumentError) and "nothing was sent" in str(err)
+    sync_ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    with pytest.raises(CallArgumentError, match="nothing was sent"):
+        reg.call(sync_ap, "append", keys=["log"], args=["\udcff"])
+    sync_ap.close()
+    assert r.exists("log", "k") == 0
+
+
+def test_command_methods_that_read_the_clients_settings(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """redis-py methods that ask their client for its encoder or connection settings
+    (``slowlog_get``, ``acl_setuser``, ``register_script``) work on both flavours (they raised
+    AttributeError)."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        script = ap.register_script("return redis.call('INCR', KEYS[1])")
+        out = [await ap.slowlog_get(), await ap.acl_setuser("ap_user"), await script(keys=["n"])]
+        await ap.aclose()
+        return out
+
+    r.slowlog_reset()
+    assert arun(redis_server, body, decode_responses=True) == [[], True, 1]
+    r.slowlog_reset()
+    ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    script = ap.register_script("return redis.call('INCR', KEYS[1])")
+    assert [ap.slowlog_get(), ap.acl_setuser("ap_user2"), script(keys=["n"])] == [[], True, 2]
+    ap.close()
+    r.acl_deluser("ap_user", "ap_user2")
+
+
+def test_a_blocking_xread_runs_apart_after_a_plain_one(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """The route of a command is remembered by its first word only where the words after
+    it cannot change it: an ``XREAD ... BLOCK`` issued after a plain ``XREAD`` still runs on
+    a connection of its own (it was sent on the shared one, holding up every caller)."""
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        await client.xadd("s", {"f": "v"}, id="1-1")
+        await ap.execute_command("XREAD", "STREAMS", "s", "0")
+        blocked = asyncio.ensure_future(
+            ap.execute_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+        )
+        await asyncio.sleep(0.05)
+        try:
+            meanwhile = await asyncio.wait_for(ap.incr("n"), 3)
+        finally:
+            await client.xadd("s", {"f": "w"}, id="2-1")  # ends the block either way
+        woken = await blocked
+        await ap.aclose()
+        return [meanwhile, woken[0][1][0][0]]
+
+    assert arun(redis_server, body) == [1, b"2-1"]
+    ap = luapipe.autopipeline(redis.Redis(host=redis_server.host, port=redis_server.port))
+    ap.execute_command("XREAD", "STREAMS", "s", "0")
+    out: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: out.append(ap.execute_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$"))
+    )
+    reader.start()
+    time.sleep(0.05)
+    incr = threading.Thread(target=lambda: out.append(ap.incr("n")))
+    incr.start()
+    incr.join(3)
+    stuck = incr.is_alive()
+    r.xadd("s", {"f": "x"}, id="3-1")
+    reader.join(3)
+    incr.join(3)
+    ap.close()
+    assert not stuck and out[0] == 2  # the INCR went by while the XREAD blocked
+
+
+def test_closing_fails_calls_waiting_for_a_place_or_between_round_trips(
+    r: redis.Redis, reg: ScriptRegistry, redis_server: ServerProcess
+) -> None:
+    """Calls that waited for a place, or were between round trips, when the auto-pipeline
+    closed get ConnectionFailed and run nowhere (they raised AttributeError: the closed
+    auto-pipeline had no packer left)."""
+
+    def later() -> Steps[Any]:
+        yield Sleep(0.1)
+        node = yield Locate(None, False)
+        (reply,) = yield Send([("INCR", "n")], node)
+        return reply
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client, max_in_flight=4)
+        await ap.ping()
+        tasks = [asyncio.ensure_future(reg.call(ap, "slow", keys=["ran"], args=[300]))]
+        tasks.append(asyncio.ensure_future(ap.run(later())))
+        await asyncio.sleep(0.02)  # the slow call's write is in flight
+        tasks += [asyncio.ensure_future(ap.incr("n")) for _ in range(5)]
+        await asyncio.sleep(0.05)  # one sleeps in its steps, two queued, three wait a place
+        await ap.aclose()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    out = arun(redis_server, body)
+    assert isinstance(out[0], OutcomeUnknown)  # written: it ran
+    assert all(isinstance(o, ConnectionFailed) and "closed" in str(o) for o in out[1:]), out
+    assert r.get("n") is None and r.get("ran") == b"1"
+
+
+@pytest.fixture(scope="module")
+def small_bulk() -> Iterator[ServerProcess]:
+    """A server of its own whose proto-max-bulk-len is Redis's smallest, 1 MB."""
+    server = EmbeddedRedis(["--proto-max-bulk-len", "1mb"])
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def test_a_value_over_the_servers_limit_is_refused_before_sending(
+    reg: ScriptRegistry, small_bulk: ServerProcess
+) -> None:
+    """A key or argument longer than the server's proto-max-bulk-len is refused before
+    sending, as on the client (``reg.call``) and in an explicit pipeline: sent, the
+    server's protocol error closed the shared connection, and every call written after it
+    got OutcomeUnknown though none of them ran."""
+    big = "x" * (2 * 1024 * 1024)
+    with redis.Redis(host=small_bulk.host, port=small_bulk.port) as r:
+        r.flushall()
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            ap.incr("n"),
+            reg.call(ap, "append", keys=["log"], args=[big]),
+            ap.incr("n"),
+            reg.call(ap, "ap_set", keys=["k"], args=[big]),
+            ap.incr("n"),
+            ap.set("k", big),
+            ap.incr("n"),
+            return_exceptions=True,
+        )
+        await ap.aclose()
+        return out
+
+    out = arun(small_bulk, body)
+    assert out[0::2] == [1, 2, 3, 4], out
+    for err in out[1::2]:
+        assert isinstance(err, CallArgumentError), out
+        assert "proto-max-bulk-len" in str(err) and "nothing was sent" in str(err)
+    assert "script 'append': args[0] (item)" in str(out[1])
+    ap = luapipe.autopipeline(redis.Redis(host=small_bulk.host, port=small_bulk.port))
+    for call in (
+        lambda: reg.call(ap, "append", keys=["log"], args=[big]),
+        lambda: ap.set("k", big),
+    ):
+        with pytest.raises(CallArgumentError, match="proto-max-bulk-len"):
+            call()
+    assert ap.incr("n") == 5
+    ap.close()
+    with redis.Redis(host=small_bulk.host, port=small_bulk.port) as r:
+        assert r.exists("log", "k") == 0
+
+
+def test_a_big_value_within_the_limit_keeps_its_place(
+    reg: ScriptRegistry, small_bulk: ServerProcess
+) -> None:
+    """A value of 1 MB or more makes the call ask the server's limit first; the calls issued
+    after it still apply after it (the question ends its write, as an FCALL does)."""
+    value = "v" * (600 * 1024)  # under 1 MB, long enough to be asked about
+    with redis.Redis(host=small_bulk.host, port=small_bulk.port) as r:
+        r.flushall()
+
+    async def body(client: Any) -> list[Any]:
+        ap = luapipe.autopipeline(client)
+        out = await asyncio.gather(
+            reg.call(ap, "setter", keys=["a"], args=[value]),
+            ap.append("a", "!"),
+            ap.set("b", value),
+            ap.append("b", "!"),
+        )
+        await ap.aclose()
+        return [out[0], out[2], await client.strlen("a"), await client.strlen("b")]
+
+    assert arun(small_bulk, body) == [b"OK", True, len(value) + 1, len(value) + 1]
+
+
+def test_a_connection_being_made_survives_a_garbage_collection(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """The task making a link's connection is kept: asyncio holds only weak references to
+    tasks, and one waiting on its handshake's reply (without a socket_timeout) is a cycle
+    nothing else reaches, so a garbage collection destroyed it ("Task was destroyed but it
+    is pending!") and the calls queued for that connection waited until some later call
+    came along; seen under load in a drill of 100 tasks."""
+
+    async def body(client: Any) -> Any:
+        ap = luapipe.autopipeline(client)
+        with stopped(redis_server.pid):  # the handshake waits for the frozen server
+            call = asyncio.ensure_future(ap.incr("n"))
+            await asyncio.sleep(0.05)
+            gc.collect()
+        try:
+            return await asyncio.wait_for(call, 5)
+        finally:
+            await ap.aclose()
+
+    assert arun(redis_server, body, socket_timeout=None) == 1  # no timer keeps it either

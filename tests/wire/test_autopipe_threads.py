@@ -4,9 +4,12 @@ the bound, what needs a connection of its own."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +24,7 @@ from luapipe.wire.autopipe.schedule import Call, Entry
 from luapipe.wire.autopipe.threadlink import send_counted as _send
 
 from ..drivers import kill_named, stopped
+from ..helpers import SPIN
 
 APPEND = LuaScript.from_source(
     "append", "-- @key log\n-- @arg item\nreturn redis.call('RPUSH', KEYS[1], ARGV[1])\n"
@@ -192,3 +196,85 @@ def test_a_write_cut_short_knows_which_calls_left_whole() -> None:
     with _Socket(25) as sock:  # two whole, the third cut: it cannot run
         whole, exc = _send(sock, entries)
     assert whole == 2 and isinstance(exc, ConnectionResetError)
+
+
+def test_threads_close_fails_waiting_calls_and_closes_its_connection(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """After close() the calls that waited for a place, or were queued behind the write in
+    flight, get ConnectionFailed and do not run; the write in flight finishes and its
+    connection is closed (they ran on a connection close() had left open)."""
+    client = redis.Redis(host=redis_server.host, port=redis_server.port, client_name="apclose")
+    ap = luapipe.autopipeline(client, max_in_flight=2)
+    slow = "redis.call('INCR', KEYS[1])" + SPIN
+
+    def work(i: int) -> Any:
+        if i:
+            time.sleep(0.05)  # behind the first one's write
+        return ap.eval(slow, 1, "n", 300)
+
+    closer = threading.Timer(0.15, ap.close)
+    closer.start()
+    out = in_threads(6, work)
+    closer.join()
+    assert out[0] == 1
+    assert all(isinstance(o, ConnectionFailed) and "closed" in str(o) for o in out[1:]), out
+    assert r.get("n") == b"1"
+    deadline = time.monotonic() + 2
+    while [c for c in r.client_list() if c.get("name") == "apclose"]:
+        assert time.monotonic() < deadline, "the auto-pipeline's connection was left open"
+        time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def ctrl_c_after(seconds: float) -> Iterator[None]:
+    """KeyboardInterrupt in this (the main) thread after ``seconds``, as Ctrl-C would."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("Ctrl-C")
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("where", ["driving the write", "queued behind it", "waiting a place"])
+def test_threads_an_interrupted_caller_leaves_the_others_going(
+    r: redis.Redis, redis_server: ServerProcess, where: str
+) -> None:
+    """Ctrl-C in a caller's thread (the one doing the node's I/O, one whose call waits in
+    the queue, one waiting for a place) hands the link on: the other threads' calls and
+    later calls go on (they all waited forever on a link owned by a thread that had left);
+    an interrupted call that was never written does not run."""
+    client = redis.Redis(host=redis_server.host, port=redis_server.port)
+    ap = luapipe.autopipeline(client, max_in_flight=1 if where == "waiting a place" else 64)
+    slow = "redis.call('INCR', KEYS[1])" + SPIN
+    out: list[Any] = []
+
+    def later() -> None:
+        time.sleep(0.1)
+        out.append(ap.incr("m"))
+
+    others = [threading.Thread(target=later, daemon=True) for _ in range(3)]
+    if where != "driving the write":
+        others.append(threading.Thread(target=lambda: ap.eval(slow, 1, "ran", 300), daemon=True))
+        others[-1].start()
+        time.sleep(0.05)  # its thread drives the slow write
+    for t in others[:3]:
+        t.start()
+    with pytest.raises(KeyboardInterrupt), ctrl_c_after(0.1):
+        if where == "driving the write":
+            ap.eval(slow, 1, "ran", 300)
+        else:
+            ap.incr("interrupted")
+    for t in others:
+        t.join(5)
+    assert not any(t.is_alive() for t in others), "callers left waiting forever"
+    assert sorted(out) == [1, 2, 3]
+    assert ap.incr("m") == 4
+    assert r.get("ran") == b"1" and r.get("interrupted") is None
+    ap.close()

@@ -298,7 +298,7 @@ def build_record(
         rtt_ms_under_load=round(under_load, 4),
         model_latency_ms=model,
         model_error_pct=err if clients == 1 and rate is None and b == 1 else None,
-        atomic=form in ATOMIC_FORMS,
+        atomic=form in getattr(w, "atomic_forms", ATOMIC_FORMS),
         write_share=share,
         write_share_declared=declared,
         write_share_off=share is not None

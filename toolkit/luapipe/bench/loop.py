@@ -21,7 +21,7 @@ import redis
 
 from luapipe.bench import running
 from luapipe.bench.benchkeys import key
-from luapipe.bench.counting import counters, counting_client
+from luapipe.bench.counting import Counts, counters, counting_client
 from luapipe.bench.stats import LatencyHistogram
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, mask_url
@@ -90,7 +90,8 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
     hist, raw = LatencyHistogram(), LatencyHistogram()
     calls = errors = retries = 0
     samples: list[str] = []
-    before = counters(client)
+    own = getattr(op, "counts", None)  # a form with a client of its own (asyncio) counts it
+    before = _plus(counters(client), own)
     interval = 1.0 / plan.rate if plan.rate else 0.0
     wait_until(plan.t_start)
     wrote0 = getattr(op, "wrote", None)
@@ -124,7 +125,10 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
     cpu = time.thread_time() - cpu0
     waited = runqueue_wait_s() - wait0
     wrote = getattr(op, "wrote", None)
-    delta = counters(client).minus(before)
+    delta = _plus(counters(client), own).minus(before)
+    close = getattr(op, "close", None)
+    if close is not None:
+        close()
     return WorkerResult(
         hist=hist.encode(),
         hist_uncorrected=raw.encode() if interval else b"",
@@ -140,6 +144,13 @@ def run_client(workload: Workload, client: redis.Redis, plan: ClientPlan) -> Wor
         wrote=None if wrote is None or wrote0 is None else int(wrote) - int(wrote0),
         wait_s=max(0.0, waited),
     )
+
+
+def _plus(counts: Counts, own: Any) -> Counts:
+    extra = own() if own is not None else None
+    if extra is None:
+        return counts
+    return Counts(counts.round_trips + extra.round_trips, counts.commands + extra.commands)
 
 
 def run_turns(
@@ -163,6 +174,10 @@ def run_turns(
                 continue
             hists[f].record_seconds(clock() - start)
         i += 1
+    for fn in fns.values():  # a form with a client of its own (asyncio) closes it
+        close = getattr(fn, "close", None)
+        if close is not None:
+            close()
     return hists
 
 

@@ -262,9 +262,19 @@ def with_forms(w: Workload, forms: tuple[str, ...]) -> Workload:
 
 
 def resolve_workloads(
-    names: list[str], *, contention: str = "spread", batch: int = 1, seed: int = 1
+    names: list[str],
+    *,
+    contention: str = "spread",
+    batch: int = 1,
+    seed: int = 1,
+    scripts_dir: str | None = None,
+    tasks: int = 1,
 ) -> list[Workload]:
-    """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``)."""
+    """Built-in names, spec paths, or catalogue names (``examples/operations/<name>.toml``);
+    a team's own script: a ``.lua`` file, its ``.bench.toml`` profile, or the name of a
+    script of ``scripts_dir`` (see :mod:`luapipe.bench.scripttargets`)."""
+    from luapipe.bench.scripttargets import is_script_target, script_workload
+
     try:
         zipf_exponent(contention)
     except ValueError as exc:
@@ -275,14 +285,21 @@ def resolve_workloads(
             out.append(PingWorkload(batch=batch))
         elif name == "update_token":
             out.append(UpdateTokenWorkload(contention=contention, batch=batch))
-        else:
-            path = spec_path(name)
-            if path is None:
+        elif is_script_target(name) or spec_path(name) is None:
+            found = script_workload(
+                name, scripts_dir, contention=contention, seed=seed, batch=batch, tasks=tasks
+            )
+            if found is None:
                 known = ", ".join(catalogue_names())
                 raise LuapipeError(
                     f"unknown operation {name!r}: not a file, not built in "
-                    f"({', '.join(BUILTINS)}), not in the catalogue ({known})"
+                    f"({', '.join(BUILTINS)}), not in the catalogue ({known}), not a script "
+                    "of the scripts directory (--dir)"
                 )
+            out.append(found)
+        else:
+            path = spec_path(name)
+            assert path is not None
             from luapipe.operations.spec import load_operation
 
             op = load_operation(path)

@@ -82,18 +82,73 @@ class Counted:
 
 
 class Workload(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def forms(self) -> tuple[str, ...]: ...
-    @property
-    def batch(self) -> int: ...
+    """What ``run_bench`` times: one operation in several forms. Implement it to bench any
+    code of your own (``run_bench(url, [MyWorkload()], BenchConfig(...))``); the scripts,
+    their Function twins and Python forms of ``luapipe bench x.lua`` are one
+    (:class:`~luapipe.bench.scriptworkload.ScriptWorkload`).
 
-    def describe(self) -> dict[str, Any]: ...
-    def reset(self, client: redis.Redis) -> None: ...
-    def prepare(self, client: redis.Redis, form: str) -> None: ...
-    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn: ...
-    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]: ...
+    The runner calls, for each (RTT, clients) point: :meth:`reset` before every timed slice
+    (and before the warm-up), :meth:`prepare` once per form, then in each worker (a forked
+    process per client, or this thread for one) :meth:`op_fn` and the callable it returns,
+    over and over for the slice's duration, and :meth:`check_invariant` after the slice.
+    Round trips and commands are counted on the client the runner passes (a counting
+    client: use it, not one of your own), server time from ``INFO commandstats``.
+
+    Optional, read with ``getattr``:
+
+    - ``atomic_forms``: the forms no other client ever sees half done (default:
+      transaction, script, function); the verdict keeps a read-compute-write operation to
+      these;
+    - ``write_share_declared``: the share of calls meant to take the write path (0 to 1);
+    - ``cleanup(client)``: after the run (put back what :meth:`prepare` loaded); the runner
+      deletes every ``luapipe:bench:`` key itself;
+    - ``cluster_skips(client) -> {form: reason}``: forms that cannot run on that cluster;
+    - on the callable :meth:`op_fn` returns: ``wrote`` (calls whose reply said they wrote,
+      or None), ``counts()`` (a :class:`~luapipe.bench.counting.Counts` of a client of its
+      own, e.g. an asyncio one) and ``close()`` (called when the slice ends).
+    """
+
+    @property
+    def name(self) -> str:
+        """The operation's name in the results (one record per form and point)."""
+        ...
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        """The forms to time, in order (a round starts one form later each time)."""
+        ...
+
+    @property
+    def batch(self) -> int:
+        """Logical operations per call of the :meth:`op_fn` callable (usually 1)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the results' manifest says of it (JSON-able); ``read_compute_write`` (bool)
+        tells the verdict whether its writes depend on its reads."""
+        ...
+
+    def reset(self, client: redis.Redis) -> None:
+        """A fresh state before a slice: delete your own keys (all under
+        ``luapipe:bench:``; never FLUSHDB: ``--url`` may name a server with data) and write
+        the initial state."""
+        ...
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        """Before a form's first slice: load what it needs (a script, a library)."""
+        ...
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> OpFn:
+        """The callable a worker times: ``f(i) -> WATCH retries`` does ``batch`` logical
+        operations with ``client`` and raises on an error (counted, the loop goes on).
+        ``worker`` and ``seed`` seed its random draws."""
+        ...
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        """``(ok, detail)`` on the keyspace after a slice of ``ops_done`` operations: a form
+        that broke it lost updates (set ``state["checked"] = (broken, checked)`` on the
+        workload to report how many of your cases broke)."""
+        ...
 
 
 def _auto(client: Any) -> bool:

@@ -171,7 +171,17 @@ def _drop(created: list[Path]) -> None:
 
 
 #: bench options that --anchors does not take (it runs its own fixed figures)
-NOT_WITH_ANCHORS = ("rtts", "counts", "warmup", "rounds", "contention", "batch", "rate", "seed")
+NOT_WITH_ANCHORS = (
+    "rtts",
+    "counts",
+    "warmup",
+    "rounds",
+    "contention",
+    "batch",
+    "rate",
+    "seed",
+    "directory",
+)
 
 
 def _anchors_alone(ctx: click.Context, specs: tuple[str, ...]) -> None:
@@ -293,6 +303,13 @@ WIDE = click.option(
     help="open loop: total calls per second",
 )
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where a script NAME is looked for [default: ./scripts_lua, else the bundled ones].",
+)
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
 @click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
 @click.option(
@@ -326,6 +343,7 @@ def bench(
     tasks: int,
     rate: float | None,
     seed: int,
+    directory: str | None,
     no_bystander: bool,
     anchors: bool,
     json_path: str | None,
@@ -333,13 +351,15 @@ def bench(
     html_path: str | None,
     wide: bool,
 ) -> None:
-    """Benchmark every form of SPEC|NAME... (default: update_token) across RTT and clients."""
+    """Benchmark every form of SPEC|NAME|SCRIPT... (default: update_token) across RTT and
+    clients. A SCRIPT (x.lua, its x.bench.toml profile, or a script NAME of --dir) is timed
+    beside its Function twin and the Python forms its profile names."""
     ctx = click.get_current_context()
     created = _outputs(json_path, csv_path, html_path)  # before a run that may take minutes
     try:
         paths = (json_path, csv_path, html_path)
         _bench(ctx, specs, url, rtts, counts, duration, warmup, rounds, contention, batch, tasks,
-               rate, seed, no_bystander, anchors, paths, wide)  # fmt: skip
+               rate, seed, directory, no_bystander, anchors, paths, wide)  # fmt: skip
     except BaseException:
         _drop(created)
         raise
@@ -359,6 +379,7 @@ def _bench(
     tasks: int,
     rate: float | None,
     seed: int,
+    directory: str | None,
     no_bystander: bool,
     anchors: bool,
     paths: tuple[str | None, str | None, str | None],
@@ -382,7 +403,12 @@ def _bench(
     if tasks > 1 and (rate is not None or batch > 1):
         raise click.UsageError("--tasks > 1 runs closed loops of single calls: drop --rate/--batch")
     workloads = resolve_workloads(  # every name and spec checked before a server starts
-        list(specs) or ["update_token"], contention=contention, batch=batch, seed=seed
+        list(specs) or ["update_token"],
+        contention=contention,
+        batch=batch,
+        seed=seed,
+        scripts_dir=directory,
+        tasks=tasks,
     )
     config = BenchConfig(
         rtts_ms=rtts,

@@ -1,4 +1,4 @@
-"""Job 2 on the command line: ``luapipe generate`` and ``luapipe verify``."""
+"""Job 2 on the command line: ``luapipe generate``, ``luapipe verify`` and ``luapipe functions``."""
 
 from __future__ import annotations
 
@@ -82,7 +82,119 @@ def verify_cmd(specs: tuple[str, ...], url: str | None, fake: bool, cases: int, 
 
 @click.group()
 def functions() -> None:
-    """The Redis Function libraries luapipe generates (the function form of a spec)."""
+    """The Redis Function libraries luapipe writes: scripts built into one library, and
+    the function form of a spec."""
+
+
+_LIBRARY = click.option(
+    "--library",
+    "base",
+    required=True,
+    help="The library's name; it is written luapipe_<NAME>_<hash of the code>.",
+)
+
+
+@functions.command("build")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@_LIBRARY
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(),
+    help="A directory (the file is <NAME>.lua there) or a .lua file; never DIRECTORY.",
+)
+@common.json_option
+def functions_build(directory: str, base: str, out: str, as_json: bool) -> None:
+    """Build every script of DIRECTORY into one Function library: a function per script,
+    with its keys, args and flags; the scripts a function cannot run are listed."""
+    from luapipe.scripts.buildfiles import build_directory
+
+    result = build_directory(directory, base, out)
+    lib = result.library
+    if as_json:
+        common.emit_json({"path": str(result.path), "changed": result.changed, **lib.as_dict()})
+        return
+    state = "written" if result.changed else "unchanged"
+    functions = common.plural(len(lib.functions), "function")
+    click.echo(f"{result.path}: library {lib.name}, {functions} ({state})")
+    width = common.name_width(s for s, _ in lib.scripts)
+    for script, fn in lib.scripts:
+        click.echo(f"  {script:<{width}} {fn}")
+    for u in lib.skipped:
+        click.echo(f"not converted: {u.name}: {u.reason}")
+
+
+@functions.command("verify")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@_LIBRARY
+@click.option(
+    "--url",
+    default=None,
+    callback=common.checked_url(),
+    help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
+)
+@click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
+@click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--script", "names", multiple=True, help="Only this script (repeatable).")
+def functions_verify(
+    directory: str,
+    base: str,
+    url: str | None,
+    fake: bool,
+    cases: int,
+    seed: int,
+    names: tuple[str, ...],
+) -> None:
+    """Prove the library built from DIRECTORY does what its scripts do: random keyspaces
+    and args, each run as the script and as its function; same reply, same keyspace."""
+    import contextlib
+    import shlex
+
+    from luapipe.errors import mask_url
+    from luapipe.operations.builtverify import verify_built
+    from luapipe.scripts.registry import ScriptRegistry
+
+    if fake and url:
+        raise click.UsageError("--url and --fake exclude each other")
+    reg = ScriptRegistry.from_directory(directory, functions=base)
+    for name in names:
+        reg[name]  # an unknown name is one error before a server starts
+    where = "--fake" if fake else f"--url {shlex.quote(mask_url(url))}" if url else ""
+    command = f"luapipe functions verify {shlex.quote(directory)} --library {base} {where}"
+    with contextlib.ExitStack() as stack:
+        if fake:
+            client = _fake_client()
+        else:
+            client = common.client(stack.enter_context(common.bench_server(url)))
+        result = verify_built(
+            reg,
+            client,
+            cases=cases,
+            seed=seed,
+            names=names or None,
+            whole_keyspace=url is None,
+            reproduce=" ".join(command.split()),
+        )
+    for rep in result.reports:
+        click.echo(rep.summary())
+        if rep.mismatch is not None:
+            click.echo(rep.mismatch.describe())
+    for name, why in result.not_run:
+        click.echo(f"not run: {name}: {why}")
+    for u in result.unconverted:
+        click.echo(f"not converted: {u.name}: {u.reason}")
+    click.echo(result.summary())
+    if not result.ok:
+        sys.exit(1)
+
+
+def _fake_client() -> redis.Redis:
+    try:
+        import fakeredis
+    except ImportError:
+        common.fail("--fake needs fakeredis: pip install 'fakeredis[lua]'")
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer(version=(7, 0)), protocol=2)
 
 
 @functions.command("gc")
@@ -91,14 +203,18 @@ def functions() -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @common.json_option
 def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json: bool) -> None:
-    """Delete old generated libraries (luapipe_<op>_<hash>) on every primary, keeping the
-    current version of each SPEC|NAME. A team's own libraries are never touched."""
+    """Delete old luapipe libraries (luapipe_<name>_<hash>: generated, or built) on every
+    primary, keeping the current version of each SPEC|NAME, and each built library FILE.lua
+    (what functions build wrote). A team's own libraries are never touched."""
     from luapipe.operations.catalogue import spec_paths
     from luapipe.operations.generate import library_name
     from luapipe.operations.libraries import collect_generated
     from luapipe.operations.spec import load_operations
 
-    keep = [library_name(op) for op in load_operations(spec_paths(specs))] if specs else []
+    files = [s for s in specs if s.endswith(".lua")]
+    keep = [_built_name(f) for f in files]
+    ops = [s for s in specs if not s.endswith(".lua")]
+    keep += [library_name(op) for op in load_operations(spec_paths(ops))] if ops else []
     found = collect_generated(common.client(url), keep, dry_run=dry_run)
     if as_json:
         common.emit_json([c.as_dict() for c in found])
@@ -111,6 +227,17 @@ def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json
             f"{c.node}: {verb} {gone}; kept {common.plural(len(c.kept), 'current version')}; "
             f"left {others} alone (not luapipe's)"
         )
+
+
+def _built_name(path: str) -> str:
+    from pathlib import Path
+
+    from luapipe.scripts.buildfiles import built_library_name
+
+    name = built_library_name(Path(path))
+    if name is None:
+        common.fail(f"{path}: not a library built by luapipe functions build")
+    return name
 
 
 COMMANDS = (generate, verify_cmd, functions)

@@ -14,6 +14,7 @@ from luapipe.cli import _common as common
 from luapipe.errors import LuapipeError, printable_url
 from luapipe.scripts.deploy import LOCK_NAME, DeployReport, Drift, deploy
 from luapipe.scripts.lint import TARGETS, lint_directory
+from luapipe.scripts.problems import counted
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import one_line
 from luapipe.wire.connect import resolve_url
@@ -45,15 +46,17 @@ def scripts_list(directory: str | None, as_json: bool) -> None:
         common.emit_json(rows)
     else:
         names = [row["name"] for row in rows]
-        names += [f"  {f['name']}" for row in rows for f in row.get("functions", ())]
+        names += [f"  {f['name']}" for row in rows for f in _functions(row)]
         width = common.name_width(one_line(n) for n in names)
         for row in rows:
             click.echo(f"{one_line(row['name']):<{width}} {_list_text(row)}")
             for f in row.get("functions", ()):
                 click.echo(f"{'  ' + one_line(f['name']):<{width}} {_signature_text(f)}")
+            for f in row.get("later_functions", ()):
+                text = f"{_signature_text(f)}  (newer servers only: under a version check)"
+                click.echo(f"{'  ' + one_line(f['name']):<{width}} {text}")
         if reg.problems:
-            n = len(reg.problems)
-            click.echo(f"{common.plural(n, 'script')} of {len(rows)} cannot be used", err=True)
+            click.echo(f"{counted(reg.problems)} of {len(rows)} cannot be used", err=True)
     if reg.problems:
         sys.exit(1)
 
@@ -62,9 +65,14 @@ def _list_text(row: dict[str, Any]) -> str:
     if row["problem"] is not None:
         return f"BROKEN        {row['problem']}"
     if row.get("kind") == "library":
-        n = len(row["functions"])
-        return f"{row['sha'][:12]}  library, {common.plural(n, 'function')}"
+        n, more = len(row["functions"]), len(row.get("later_functions", ()))
+        later = f" (+{more} on newer servers)" if more else ""
+        return f"{row['sha'][:12]}  library, {common.plural(n, 'function')}{later}"
     return f"{row['sha'][:12]}  {_signature_text(row)}"
+
+
+def _functions(row: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*row.get("functions", ()), *row.get("later_functions", ())]
 
 
 def _signature_text(row: dict[str, Any]) -> str:
@@ -287,13 +295,14 @@ def deploy_cmd(
     if as_json:
         common.emit_json(report.as_dict())
     elif check:
-        for d in report.drift:
-            click.echo(str(d))
+        lines = _check_lines(report.drift)
+        for line in lines:
+            click.echo(line)
         scope = f"{_scope(report)}, nodes {', '.join(report.nodes)}"
         if report.ok:
             click.echo(f"no drift: {scope}")
         else:
-            click.echo(f"drift: {common.plural(len(report.drift), 'difference')} ({scope})")
+            click.echo(f"drift: {common.plural(len(lines), 'difference')} ({scope})")
     else:
         _deploy_text(report, rollback)
     if not report.ok:
@@ -321,6 +330,8 @@ def _deploy_text(report: DeployReport, rollback: bool) -> None:
         click.echo(f"warning: {warning}", err=True)
     for d in report.drift:
         click.echo(str(d))
+    for line in report.refused:
+        click.echo(f"error: {line}", err=True)
     nodes = ", ".join(report.nodes)
     if rollback:
         names = ", ".join(report.changed_libraries) or "nothing"
@@ -340,6 +351,26 @@ def _grouped(found: tuple[Drift, ...]) -> list[str]:
         on = where[0] if len(where) == 1 else f"{len(where)} nodes"
         out.append(str(Drift(kind, name, on, detail)))
     return out
+
+
+def _check_lines(drift: tuple[Drift, ...]) -> list[str]:
+    """``deploy --check``'s lines: one per finding and node, except a ``signature`` change
+    (the same on every node holding the live code): once, ``on 6 nodes``, where it is first
+    found, as ``deploy`` prints it. A node's state (missing, differs, taken...) keeps its
+    own line: which node is what an operator acts on."""
+    out: list[str] = []
+    groups: dict[tuple[str, str], list[Drift]] = {}
+    for d in drift:
+        if d.kind != "signature":
+            out.append(str(d))
+            continue
+        key = (d.name, d.detail)
+        if key not in groups:
+            groups[key] = []
+            out.append("")  # its place, filled below
+        groups[key].append(d)
+    lines = iter(line for found in groups.values() for line in _grouped(tuple(found)))
+    return [line or next(lines) for line in out]
 
 
 def _deploy_dir(directory: str | None) -> Path:

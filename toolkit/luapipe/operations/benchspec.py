@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from luapipe.operations.model import ArgSpec, Expr, KeySpec, Read, Write
     from luapipe.operations.specbuild import Builder
 
-__all__ = ["bench_section"]
+__all__ = ["BenchTable", "bench_section", "merged_draw"]
 
 _FIELDS = ("description", "write_share", "wrote", "renew", "state", "args", "key_count", "hot")
 _HOT_FIELDS = ("write_share", "renew", "state", "args", "key_count")
@@ -331,3 +331,10 @@ def _merged(base: BenchDraw, over: BenchDraw, given: Mapping[str, Any]) -> Bench
         tuple(args.values()),
         tuple(count.items()),
     )
+
+
+#: the checks of one table (state, renew, write share...), for the bench profile of a script
+#: (:mod:`luapipe.bench.scriptprofile`): its keys are the script's, its args untyped
+BenchTable = _Section
+#: ``[hot]`` over the base table
+merged_draw = _merged

@@ -8,7 +8,6 @@ KEYS and ARGV; constants written in the spec are escaped literals.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ from luapipe.operations import luabody
 from luapipe.operations.expr.compile import py_expr, py_wire
 from luapipe.operations.expr.parse import Type
 from luapipe.operations.model import Expr, OperationModel, Read, Write
+from luapipe.scripts.versioned import VERSIONED_NAME, hole, versioned_base, versioned_name
 
 __all__ = [
     "GENERATED_NAME",
@@ -136,12 +136,9 @@ def lua_script(op: OperationModel, prelude_text: str | None = None) -> str:
 # and code alone: that is all ``luapipe functions gc`` ever deletes.
 
 #: ``luapipe_<op>_<10 hex>``: the library (and function) name of a generated function form
-GENERATED_NAME = re.compile(r"^luapipe_(?P<op>[A-Za-z_][A-Za-z0-9_]*)_(?P<hash>[0-9a-f]{10})$")
-
-
-def _hole(op_name: str) -> str:
-    """What stands for the name while the library's hash is taken."""
-    return f"luapipe_{op_name}_{'_' * 10}"
+#: (the rule is :mod:`luapipe.scripts.versioned`'s, shared with ``luapipe functions build``)
+GENERATED_NAME = VERSIONED_NAME
+_hole = hole
 
 
 def _library_text(op: OperationModel, prelude_text: str | None, name: str) -> str:
@@ -152,10 +149,7 @@ def _library_text(op: OperationModel, prelude_text: str | None, name: str) -> st
     return _ENV.get_template("library.lua.j2").render(**ctx, function_name=name, library_name=name)
 
 
-def _generated_name(op_name: str, holed_text: str) -> str:
-    # code read from a server (functions gc) may hold bytes that are not UTF-8
-    digest = hashlib.sha1(holed_text.encode("utf-8", "surrogateescape")).hexdigest()
-    return f"luapipe_{op_name}_{digest[:10]}"
+_generated_name = versioned_name
 
 
 def library_name(op: OperationModel) -> str:
@@ -178,11 +172,7 @@ def generated_operation(library: str, code: str) -> str | None:
     """The operation whose function form ``library`` is (a library called ``library`` with
     ``code``), or None: a name of that shape whose hash is not that of its code is not
     luapipe's, whoever named it so."""
-    found = GENERATED_NAME.match(library)
-    if found is None:
-        return None
-    holed = code.replace(library, _hole(found["op"]))
-    return found["op"] if _generated_name(found["op"], holed) == library else None
+    return versioned_base(library, code)
 
 
 def _py(e: Expr) -> str:

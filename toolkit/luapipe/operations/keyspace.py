@@ -57,6 +57,8 @@ def dump(client: redis.Redis, namespace: str) -> tuple[tuple[str, str, Any, bool
             pipe.zrange(k, 0, -1, withscores=True)
         elif t == "list":
             pipe.lrange(k, 0, -1)
+        elif t == "stream":
+            pipe.xrange(k)
         else:
             pipe.smembers(k)
     values = pipe.execute()
@@ -83,6 +85,9 @@ def _norm(t: str, v: Any) -> Any:
         return tuple(sorted((prelude.text(a), prelude.text(b)) for a, b in v.items()))
     if t == "zset":
         return tuple((prelude.text(m), float(s)) for m, s in v)
+    if t == "stream":  # entries without their IDs: an XADD * ID is the clock's
+        return tuple(tuple(sorted((prelude.text(a), prelude.text(b)) for a, b in f.items()))
+                     for _, f in v)  # fmt: skip
     if t == "set":
         return tuple(sorted(prelude.text(x) for x in v))
     return tuple(prelude.text(x) for x in v)

@@ -81,7 +81,8 @@ def snapshot_named(library: str, client: Any) -> LibrarySnapshot | None:
 
 
 def restore_library(snapshot: LibrarySnapshot | None) -> None:
-    """Delete the library where it was loaded since; reload the old code where replaced."""
+    """Delete the library where it was loaded since; reload the old code where replaced,
+    byte for byte (a library whose code is not UTF-8 too)."""
     if snapshot is None:
         return
     for node, before in snapshot.before:
@@ -90,8 +91,9 @@ def restore_library(snapshot: LibrarySnapshot | None) -> None:
             continue
         if before is None:
             node.execute_command("FUNCTION", "DELETE", snapshot.library)
-        else:
-            node.execute_command("FUNCTION", "LOAD", "REPLACE", before)
+        else:  # code read back may hold bytes that are not UTF-8: sent back as they were
+            code = before.encode("utf-8", "surrogateescape")
+            node.execute_command("FUNCTION", "LOAD", "REPLACE", code)
 
 
 # -- collecting old generated libraries ---------------------------------------------------

@@ -16,7 +16,7 @@ from luapipe.errors import ScriptSyntaxError
 from luapipe.scripts.problems import ScriptProblem, raise_problems
 from luapipe.scripts.script import LuaScript
 
-__all__ = ["compile_check", "compile_error", "compile_problems", "opt_in_hint"]
+__all__ = ["compile_check", "compile_error", "compile_problems", "compile_text", "opt_in_hint"]
 
 _LINE_RE = re.compile(r"user_script:(\d+):\s*(.*)")
 
@@ -50,6 +50,11 @@ def compile_error(script: LuaScript) -> tuple[int, str] | None:
     # the line where it is reached by compiling ever longer prefixes.
     message = text.splitlines()[0].strip()
     return _first_failing_line(source, message), message
+
+
+def compile_text(source: str) -> str | None:
+    """Lua 5.1's compile error for a chunk of Lua (``user_script:N: ...``), or None."""
+    return _compile(source.encode("utf-8"))
 
 
 def _compile(source: bytes) -> str | None:

@@ -8,8 +8,10 @@ pipeline checks: ``check`` reports drift without changing anything —
 - per node, for libraries (:mod:`luapipe.scripts.libdeploy`): a library missing (a new
   shard, a flushed node), code that differs from the file (changed by hand), a function
   of ours that another library owns, a library the lock recorded that the directory no
-  longer has (``prune`` deletes only those), and a function that kept its name but
-  changed its keys, args or flags (callers of the live version would break).
+  longer has (``prune`` deletes only those, and only where their live code is luapipe's;
+  another library that has taken the name is ``replaced``, left alone), and a function
+  that kept its name but changed its keys, args or flags (callers of the live version
+  would break).
 
 ``deploy`` keeps the code of every library it replaces in a rollback copy on the node
 itself (:mod:`luapipe.scripts.libstate`); ``rollback`` loads it back, touching only this
@@ -32,6 +34,7 @@ from typing import Any
 import redis
 
 from luapipe.errors import ScriptError
+from luapipe.scripts.calls import load_steps
 from luapipe.scripts.drift import Drift
 from luapipe.scripts.libdeploy import (
     LibraryOutcome,
@@ -64,10 +67,13 @@ class DeployReport:
     notes: tuple[str, ...] = ()
     #: the libraries deploy (or rollback) changed on some node, by name
     changed_libraries: tuple[str, ...] = ()
+    #: what was refused, one line each: a library that ``rollback`` left alone everywhere
+    #: because a primary holding it has no rollback copy (the report is then not ok)
+    refused: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.drift
+        return not self.drift and not self.refused
 
     def as_dict(self) -> dict[str, Any]:
         """The report as ``deploy --json`` prints it."""
@@ -81,6 +87,7 @@ class DeployReport:
             "warnings": [d.as_dict() for d in self.warnings],
             "notes": list(self.notes),
             "changed_libraries": list(self.changed_libraries),
+            "refused": list(self.refused),
             "drift": [d.as_dict() for d in self.drift],
         }
 
@@ -124,6 +131,7 @@ def _report(
         changes=tuple(str(c) for c in outcome.changes) if outcome else (),
         warnings=outcome.warnings if outcome else (),
         notes=outcome.notes if outcome else (),
+        refused=outcome.refused if outcome else (),
         changed_libraries=tuple(
             sorted({c.library for c in outcome.changes if c.kept is None}) if outcome else ()
         ),
@@ -145,11 +153,15 @@ def deploy(
     ``prune``: also delete, on every primary, the libraries the lock recorded that the
     directory no longer has (and only those). ``rollback``: load back, on every primary,
     the code each library of the directory had before the last deploy replaced it; the
-    lock is left as it is.
+    lock is left as it is. A library some primary holds without a rollback copy (a shard
+    that joined after the deploy) is not rolled back anywhere: the report's ``refused``
+    says so and it is not ``ok``; the directory's other libraries are rolled back.
 
     An empty registry raises :class:`ScriptError` naming ``directory`` (default: the lock
     file's directory) before anything is sent or written; so does a lenient registry with
-    :attr:`~ScriptRegistry.problems` (all or nothing), naming every broken file."""
+    :attr:`~ScriptRegistry.problems` (all or nothing), naming every broken file. Every
+    node's libraries are read and checked (a function name another library owns, a
+    replica's URL) before anything is sent: the scripts are loaded after that check."""
     require_sync(client, "deploy")
     doing = (
         "nothing checked" if check else "nothing rolled back" if rollback else "nothing deployed"
@@ -177,21 +189,25 @@ def deploy(
         for node in nodes:
             drift.extend(Drift("missing", name, node.node, "not loaded") for name in node.missing)
         names = [n.node for n in nodes]
-        stale = [n for n in lock.libraries if n not in {lib.name for lib in libraries}]
+        stale = {
+            n: sha for n, sha in lock.libraries.items() if n not in {lib.name for lib in libraries}
+        }
         if libraries or stale:
             found, lib_nodes = drive(check_libraries_steps(libraries, stale), client)
             drift += found
             names = list(dict.fromkeys([*names, *lib_nodes]))
         return replace(_report(lock_path, reg, names, None), drift=tuple(drift))
     lock = read_lock_file(lock_path) if lock_path.exists() else Lock({})  # refuse a broken one
-    gone = [n for n in lock.libraries if n not in {lib.name for lib in libraries}]
-    if len(reg):
-        reg.load(client)
+    gone = {n: sha for n, sha in lock.libraries.items() if n not in {lib.name for lib in libraries}}
+    scripts = load_steps(list(reg), reg.known, reg.problems) if len(reg) else None
     outcome = None
-    if libraries or (prune and gone):
-        outcome = drive(deploy_libraries_steps(libraries, prune=gone if prune else ()), client)
+    if libraries or (prune and gone):  # libraries checked first, then scripts, then changes
+        steps = deploy_libraries_steps(libraries, prune=gone if prune else {}, scripts=scripts)
+        outcome = drive(steps, client)
+    elif scripts is not None:
+        drive(scripts, client)
     loaded = [n.node for n in reg.status(client)] if len(reg) else []
-    kept = {} if prune else {n: lock.libraries[n] for n in gone}  # until --prune deletes them
+    kept = {} if prune else gone  # until --prune deletes them (or leaves another team's)
     shas = {s.name: s.sha for s in reg}
     written = write_lock(lock_path, shas, {**kept, **{lib.name: lib.sha for lib in libraries}})
     return replace(_report(lock_path, reg, loaded, outcome), lock_written=written)

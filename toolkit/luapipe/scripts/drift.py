@@ -12,7 +12,8 @@ class Drift:
     """One difference. Scripts: ``kind`` is changed, added or removed (file against the
     lock) or missing (on ``node``). Libraries, per node: missing, differs (code changed by
     hand), taken (another library owns a function of ours), stale (the lock's, gone from
-    the directory), signature (a function kept its name but changed keys, args or flags),
+    the directory), replaced (the lock's, gone from the directory, and another library has
+    taken its name since), signature (a function kept its name but changed keys, args or flags),
     unconfirmed (replicas that did not catch up)."""
 
     kind: str

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from luapipe.errors import ConnectionFailed, LuapipeError, ScriptError, ServerError
 from luapipe.scripts.drift import Drift
-from luapipe.scripts.libdrift import library_drift
+from luapipe.scripts.libdrift import as_loaded, library_drift, refused_detail, replaced_detail
 from luapipe.scripts.libparse import parse_library
 from luapipe.scripts.library import FunctionLibrary, library_sha
 from luapipe.scripts.libstate import (
@@ -29,6 +30,7 @@ from luapipe.scripts.libstate import (
     keeper_source,
     kept_code,
     kept_library,
+    prunable,
     read_state_steps,
 )
 from luapipe.wire.replies import Command, ReplyError
@@ -94,14 +96,17 @@ class Change:
 @dataclass(frozen=True)
 class LibraryOutcome:
     """What a deploy (or rollback) of libraries did: the changes made, the primaries and
-    every node read, warnings (a function whose signature changed under its name), and
-    drift left afterwards (a replica that did not catch up)."""
+    every node read, warnings (a function whose signature changed under its name), drift
+    left afterwards (a replica that did not catch up), and what was refused (a rollback
+    that would have left the shards on different versions)."""
 
     changes: tuple[Change, ...]
     nodes: tuple[str, ...]
     warnings: tuple[Drift, ...] = ()
     drift: tuple[Drift, ...] = ()
     notes: tuple[str, ...] = ()
+    #: what was refused whole, one line each (a library a rollback left alone everywhere)
+    refused: tuple[str, ...] = ()
 
 
 # -- loading and putting back ---------------------------------------------------------
@@ -159,23 +164,26 @@ def apply_steps(plan: Mapping[str, list[Change]], what: str) -> Steps[list[Chang
         return []
     answers = yield SendEach(tuple(Send([c.command() for c in plan[n]], n) for n in nodes))
     failed: dict[str, str] = {}
-    changed: list[str] = []
+    applied: dict[str, list[Change]] = {}  # per node, the changes to put back on failure
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, LuapipeError):
             failed[node] = str(answer)
             if not isinstance(answer, ConnectionFailed):  # it may have run: put it back too
-                changed.append(node)
+                applied[node] = plan[node]
             continue
         refused = _refused(plan[node], answer)
-        if refused is None:
-            changed.append(node)
-            continue
-        failed[node] = refused[1]
-        if any(not isinstance(reply, ReplyError) for reply in answer):
-            changed.append(node)  # the server went on past the refused one
+        if refused is not None:
+            failed[node] = refused[1]
+        # only what the server did: a refused load of a library that appeared since the
+        # read ("already exists") must not delete that library when putting back
+        done = [c for c, reply in zip(plan[node], answer, strict=True)
+                if not isinstance(reply, ReplyError)]  # fmt: skip
+        if done:
+            applied[node] = done
     if not failed:
         return [c for n in nodes for c in plan[n]]
-    undo = {n: [c.undone() for c in reversed(plan[n])] for n in changed}
+    changed = list(applied)
+    undo = {n: [c.undone() for c in reversed(applied[n])] for n in changed}
     back = yield SendEach(tuple(Send([c.command() for c in undo[n]], n) for n in changed))
     not_back: dict[str, str] = {}
     for node, answer in zip(changed, back, strict=True):
@@ -222,26 +230,46 @@ def _names(libraries: Sequence[FunctionLibrary], extra: Iterable[str] = ()) -> l
     return list(dict.fromkeys([*(lib.name for lib in libraries), *extra]))
 
 
+def _pruned(state: NodeState, prune: Mapping[str, str]) -> set[str]:
+    """The ``prune`` libraries this deploy deletes on that node (only luapipe's own code)."""
+    return {name for name, sha in prune.items() if prunable(state, name, sha)}
+
+
 def _conflicts(
-    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], prune: Sequence[str]
+    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], prune: Mapping[str, str]
 ) -> list[Drift]:
     """Functions of ours another library owns on a primary, that this deploy would not
     free first (by replacing or pruning that library: then it is one of ours)."""
-    ours = {lib.name: lib for lib in libraries}
     out = []
     for state in states:
         if not state.primary:
             continue
-        for lib in libraries:
+        loaded = as_loaded(libraries, state)[0]
+        ours = {lib.name: lib for lib in loaded}
+        pruned = _pruned(state, prune)
+        for lib in loaded:
             for f in lib.functions:
                 owner = state.owners.get(f.name.lower())
-                if owner is None or owner == lib.name or owner in prune:
+                if owner is None or owner == lib.name or owner in pruned:
                     continue
                 if owner in ours and ours[owner].function(f.name) is None:
                     continue  # it moves between two of our libraries
                 detail = f"function of library {lib.name!r} is registered by library {owner!r}"
                 out.append(Drift("taken", f.name, state.node, detail))
     return out
+
+
+def _refuse_unloadable(libraries: Sequence[FunctionLibrary], states: Sequence[NodeState]) -> None:
+    """A library a primary would refuse (its top level fails with that node's
+    ``REDIS_VERSION``) refuses the deploy before anything is sent, naming every one."""
+    found = [
+        f"{s.node}: {refused_detail(exc, s.version)}"
+        for s in states
+        if s.primary
+        for exc in as_loaded(libraries, s)[1].values()
+    ]
+    if found:
+        raise ScriptError(f"nothing deployed: {'; '.join(found)}")
 
 
 def _need_a_primary(states: Sequence[NodeState], what: str) -> None:
@@ -255,24 +283,52 @@ def _need_a_primary(states: Sequence[NodeState], what: str) -> None:
         )
 
 
+def _left(states: Sequence[NodeState], prune: Mapping[str, str]) -> list[Drift]:
+    """The ``prune`` libraries left on a primary: another library has taken the name."""
+    out = []
+    for state in states:
+        if not state.primary:
+            continue
+        for name, sha in prune.items():
+            live = state.libraries.get(name)
+            if live is not None and not prunable(state, name, sha):
+                out.append(Drift("replaced", name, state.node, replaced_detail(live.sha, sha)))
+    return out
+
+
 def deploy_libraries_steps(
-    libraries: Sequence[FunctionLibrary], *, prune: Sequence[str] = ()
+    libraries: Sequence[FunctionLibrary],
+    *,
+    prune: Mapping[str, str] | None = None,
+    scripts: Steps[Any] | None = None,
 ) -> Steps[LibraryOutcome]:
-    """Load every library where a primary lacks its code (and delete the ``prune`` ones),
-    keeping each replaced code in the node's rollback copy; then confirm every node."""
+    """Load every library where a primary lacks its code (and delete the ``prune`` ones:
+    name -> the lock's sha1), keeping each replaced code in the node's rollback copy; then
+    confirm every node.
+
+    A ``prune`` library whose live code is not luapipe's (:func:`prunable`: another team
+    loaded a library of that name since) is left as it is, a ``replaced`` warning.
+    ``scripts``: the steps that load the directory's scripts, run once every node has
+    been read and checked (a function name taken, a replica's URL refuse the deploy before
+    anything is sent, scripts included) and before any library is changed."""
+    prune = dict(prune or {})
     names = _names(libraries, prune)
     states = yield from read_state_steps(names)
     _need_a_primary(states, "deployed")
+    _refuse_unloadable(libraries, states)
     conflicts = _conflicts(libraries, states, prune)
     if conflicts:
         listed = "; ".join(str(d) for d in conflicts)
         raise ServerError(f"nothing deployed: a function name is taken: {listed}")
+    if scripts is not None:
+        yield from scripts
     warnings = [d for d in library_drift(libraries, states) if d.kind == "signature"]
+    warnings += _left(states, prune)
     plan: dict[str, list[Change]] = {}
     for state in states:
         if state.primary:
             changes = _order(_node_plan(libraries, state, prune))
-            registers = {lib.name: lib.function_names for lib in libraries}
+            registers = {lib.name: lib.function_names for lib in as_loaded(libraries, state)[0]}
             plan[state.node] = _givers_first(changes, state, registers)
     done = yield from apply_steps(plan, "deploy")
     drift = yield from _wait_steps(plan, states)
@@ -283,7 +339,7 @@ def deploy_libraries_steps(
 
 
 def _node_plan(
-    libraries: Sequence[FunctionLibrary], state: NodeState, prune: Sequence[str]
+    libraries: Sequence[FunctionLibrary], state: NodeState, prune: Mapping[str, str]
 ) -> list[Change]:
     changes = []
     for lib in libraries:
@@ -294,9 +350,10 @@ def _node_plan(
             keeper = keeper_name(lib.name)
             kept = state.libraries.get(keeper)
             before = kept.code if kept else None
-            changes.append(Change(state.node, keeper, before, keeper_source(lib.name, live.code)))
+            copy = keeper_source(lib.name, live.code, lib.source)
+            changes.append(Change(state.node, keeper, before, copy))
             changes.append(Change(state.node, lib.name, live.code, lib.source))
-    for name in prune:
+    for name in sorted(_pruned(state, prune)):
         for gone in (name, keeper_name(name)):
             live = state.libraries.get(gone)
             if live is not None:
@@ -305,38 +362,76 @@ def _node_plan(
 
 
 def check_libraries_steps(
-    libraries: Sequence[FunctionLibrary], stale: Sequence[str] = ()
+    libraries: Sequence[FunctionLibrary], stale: Mapping[str, str] | None = None
 ) -> Steps[tuple[list[Drift], tuple[str, ...]]]:
-    """Every node's drift for ``libraries`` (and the ``stale`` names the lock recorded);
-    nothing is changed."""
+    """Every node's drift for ``libraries`` (and the ``stale`` libraries the lock recorded:
+    name -> the lock's sha1); nothing is changed."""
+    stale = dict(stale or {})
     states = yield from read_state_steps(_names(libraries, stale))
     return library_drift(libraries, states, stale), tuple(s.node for s in states)
 
 
-def _registered(code: str, name: str) -> tuple[str, ...]:
-    """The functions kept code registers (none known if it no longer reads)."""
+def _registered(code: str, name: str, version: str) -> tuple[str, ...]:
+    """The functions kept code registers on a node of ``version`` (none known if it no
+    longer reads)."""
     try:
-        return parse_library(code, path=name).function_names
+        return parse_library(code, path=name, version=version).function_names
     except ScriptError:
         return ()
+
+
+def _kept(state: NodeState, library: str) -> str | None:
+    """The code ``library``'s rollback copy on that node keeps (None: no usable copy)."""
+    kept = state.libraries.get(keeper_name(library))
+    return kept_code(kept.code) if kept is not None else None
+
+
+def _without_copy(
+    libraries: Sequence[FunctionLibrary], primaries: Sequence[NodeState]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Per library, the primaries that hold it but no usable rollback copy, when other
+    primaries do hold one: rolling back only those would leave the shards on different
+    versions, so the library is refused whole (one line each, naming those nodes)."""
+    refused: dict[str, list[str]] = {}
+    lines = []
+    for lib in libraries:
+        copy = {s.node: _kept(s, lib.name) is not None for s in primaries}
+        lacking = [s.node for s in primaries if lib.name in s.libraries and not copy[s.node]]
+        if lacking and any(copy.values()):
+            refused[lib.name] = lacking
+            having = [n for n, has in copy.items() if has]
+            lines.append(
+                f"not rolled back {lib.name}: no kept copy of its previous code on "
+                f"{', '.join(lacking)} (joined or flushed since the deploy?) while "
+                f"{', '.join(having)} {'has' if len(having) == 1 else 'have'} one; rolling "
+                "back only those would leave the shards on different versions, so "
+                f"{lib.name} is left as it is everywhere (deploy its previous file instead)"
+            )
+    return refused, lines
 
 
 def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[LibraryOutcome]:
     """On every primary, load back the code each library had before the last deploy that
     replaced it (its rollback copy), keeping the current code as the copy in turn (so a
-    second rollback undoes the first). Only ``libraries`` are touched."""
+    second rollback undoes the first). Only ``libraries`` are touched.
+
+    All or nothing per library: a library that some primary holds without a rollback copy
+    while others have one is not rolled back anywhere (:attr:`LibraryOutcome.refused`
+    says why); the directory's other libraries still are."""
     states = yield from read_state_steps(_names(libraries))
     _need_a_primary(states, "rolled back")
+    primaries = [s for s in states if s.primary]
+    refused, refusals = _without_copy(libraries, primaries)
     plan: dict[str, list[Change]] = {}
     notes = []
     registers: dict[str, tuple[str, ...]] = {}
-    for state in states:
-        if not state.primary:
-            continue
+    for state in primaries:
         changes = []
         for lib in libraries:
+            if lib.name in refused:
+                continue
             kept = state.libraries.get(keeper_name(lib.name))
-            old = kept_code(kept.code) if kept is not None else None
+            old = _kept(state, lib.name)
             if kept is None or old is None:
                 notes.append(f"{state.node}: no previous code of {lib.name} kept; left as it is")
                 continue
@@ -345,12 +440,12 @@ def rollback_libraries_steps(libraries: Sequence[FunctionLibrary]) -> Steps[Libr
             if now == old:
                 notes.append(f"{state.node}: {lib.name} already runs the kept code")
                 continue
-            swap = keeper_source(lib.name, now) if now is not None else None
+            swap = keeper_source(lib.name, now, old) if now is not None else None
             changes.append(Change(state.node, kept.name, kept.code, swap))
             changes.append(Change(state.node, lib.name, now, old))
-            registers[lib.name] = _registered(old, lib.name)
+            registers[lib.name] = _registered(old, lib.name, state.version)
         plan[state.node] = _givers_first(_order(changes), state, registers)
     done = yield from apply_steps(plan, "rollback")
     drift = yield from _wait_steps(plan, states)
     nodes = tuple(s.node for s in states)
-    return LibraryOutcome(tuple(done), nodes, (), tuple(drift), tuple(notes))
+    return LibraryOutcome(tuple(done), nodes, (), tuple(drift), tuple(notes), tuple(refusals))

@@ -2,7 +2,8 @@
 
 Per node: a library ``missing``, code that ``differs`` from the file, a function of ours
 that another library owns (``taken``: function names are global), a library the lock
-recorded and the directory dropped (``stale``), and a ``signature`` change: a function that
+recorded and the directory dropped (``stale``; ``replaced`` when another library has taken
+its name since), and a ``signature`` change: a function that
 keeps its name but refuses a call its live version took (more required keys or args, fewer
 allowed, a lost ``no-writes``/``allow-oom``/``allow-stale``/``allow-cross-slot-keys``, a gained
 ``no-cluster``), or that is gone. Keys and args of the live version are read from its own
@@ -11,16 +12,16 @@ allowed, a lost ``no-writes``/``allow-oom``/``allow-stale``/``allow-cross-slot-k
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from luapipe.errors import ScriptError
 from luapipe.scripts.drift import Drift
 from luapipe.scripts.header import Param, Signature
-from luapipe.scripts.libparse import parse_library
+from luapipe.scripts.libparse import at_version, parse_library
 from luapipe.scripts.library import FunctionLibrary
-from luapipe.scripts.libstate import LiveLibrary, NodeState
+from luapipe.scripts.libstate import LiveLibrary, NodeState, prunable
 
-__all__ = ["library_drift"]
+__all__ = ["as_loaded", "library_drift", "refused_detail", "replaced_detail"]
 
 
 #: flags whose removal refuses calls that worked (FCALL_RO, under OOM, on a stale replica,
@@ -44,6 +45,7 @@ def _signature_drift(
     node: str,
     live_by_function: Mapping[str, LiveLibrary],
     ours: Mapping[str, str],
+    version: str,
 ) -> list[Drift]:
     """A function that keeps its name but changes its keys, args or flags so that a call
     the live version takes is refused now (or that disappears): its callers would break.
@@ -57,7 +59,9 @@ def _signature_drift(
     def old_version(source: LiveLibrary) -> FunctionLibrary | None:
         if source.name not in parsed:
             try:
-                parsed[source.name] = parse_library(source.code, path=f"{node}:{source.name}")
+                parsed[source.name] = parse_library(
+                    source.code, path=f"{node}:{source.name}", version=version
+                )
             except ScriptError:
                 parsed[source.name] = None
         return parsed[source.name]
@@ -90,40 +94,89 @@ def _signature_drift(
     return out
 
 
+def replaced_detail(live_sha: str, locked_sha: str) -> str:
+    """Why ``--prune`` leaves a library the lock recorded: its live code is not ours."""
+    return (
+        f"in the lock, no longer in the directory, but its code there ({live_sha[:12]}) is "
+        f"neither the lock's ({locked_sha[:12]}) nor one luapipe loaded: another library of "
+        "that name, so deploy --prune leaves it and drops the name from the lock"
+    )
+
+
+def as_loaded(
+    libraries: Sequence[FunctionLibrary], state: NodeState
+) -> tuple[list[FunctionLibrary], dict[str, ScriptError]]:
+    """``libraries`` as that node loads them (its top level run with the node's
+    ``REDIS_VERSION``), and the error of each that node would refuse, by name."""
+    loaded, refused = [], {}
+    for lib in libraries:
+        try:
+            loaded.append(at_version(lib, state.version))
+        except ScriptError as exc:
+            refused[lib.name] = exc
+            loaded.append(lib)
+    return loaded, refused
+
+
+def refused_detail(exc: ScriptError, version: str) -> str:
+    """Why a node would refuse a library: the load-time error as its version reads it."""
+    return f"a server with redis_version {version} refuses it: {exc}"
+
+
 def library_drift(
-    libraries: Sequence[FunctionLibrary], states: Sequence[NodeState], stale: Iterable[str] = ()
+    libraries: Sequence[FunctionLibrary],
+    states: Sequence[NodeState],
+    stale: Mapping[str, str] | None = None,
 ) -> list[Drift]:
     """Per node: a library missing, code that differs from the file (and functions whose
-    signature changed), a function of ours another library owns, and a library the lock
-    recorded that the directory no longer has (``stale``) still loaded."""
+    signature changed), a function of ours another library owns, a library that node
+    would refuse (``refused``: its top level fails with that node's ``REDIS_VERSION``),
+    and a library the lock recorded that the directory no longer has (``stale``: name ->
+    the lock's sha1) still loaded: ``stale`` where its code is luapipe's (``--prune``
+    deletes it), ``replaced`` where another library has taken the name (``--prune`` leaves
+    it). Functions and flags are those the node's own version registers."""
     out: list[Drift] = []
-    stale = list(stale)
-    ours = {f.name: lib.name for lib in libraries for f in lib.functions}
+    stale = dict(stale or {})
     names = {lib.name for lib in libraries}
     for state in states:
+        loaded, refused = as_loaded(libraries, state)
+        ours = {f.name: lib.name for lib in loaded for f in lib.functions}
         live_by_function = {
             name: live
-            for lib in libraries
+            for lib in loaded
             if (live := state.libraries.get(lib.name)) is not None
             for name, _ in live.functions
         }
-        for lib in libraries:
+        for lib in loaded:
             live = state.libraries.get(lib.name)
+            if lib.name in refused:
+                detail = refused_detail(refused[lib.name], state.version)
+                out.append(Drift("refused", lib.name, state.node, detail))
             if live is None:
                 out.append(Drift("missing", lib.name, state.node, "library not loaded"))
             elif live.code != lib.source:
                 detail = f"library code {live.sha[:12]} there, {lib.sha[:12]} in the file"
                 out.append(Drift("differs", lib.name, state.node, detail))
-                out.extend(_signature_drift(lib, live, state.node, live_by_function, ours))
-            for f in lib.functions:
+                if lib.name not in refused:
+                    out.extend(
+                        _signature_drift(
+                            lib, live, state.node, live_by_function, ours, state.version
+                        )
+                    )
+            for f in lib.functions if lib.name not in refused else ():
                 owner = state.owners.get(f.name.lower())
                 # a function moving from another of the directory's libraries is not taken:
                 # deploy replaces that library first
                 if owner is not None and owner != lib.name and owner not in names:
                     detail = f"function of library {lib.name!r} is registered by library {owner!r}"
                     out.append(Drift("taken", f.name, state.node, detail))
-        for name in stale:
-            if name in state.libraries:
+        for name, sha in stale.items():
+            live = state.libraries.get(name)
+            if live is None:
+                continue
+            if prunable(state, name, sha):
                 detail = "in the lock, no longer in the directory: deploy --prune deletes it"
                 out.append(Drift("stale", name, state.node, detail))
+            else:
+                out.append(Drift("replaced", name, state.node, replaced_detail(live.sha, sha)))
     return out

@@ -26,6 +26,7 @@ or flag, a block naming no registered function.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from dataclasses import dataclass
@@ -34,11 +35,12 @@ from typing import Any
 
 from luapipe.errors import ScriptError
 from luapipe.scripts.header import TAG_RE, Param, parse_param
-from luapipe.scripts.library import FunctionLibrary, LuaFunction
-from luapipe.scripts.libsandbox import registrations
+from luapipe.scripts.library import BASE_VERSION, FunctionLibrary, LuaFunction
+from luapipe.scripts.libsandbox import Registration, registrations
 from luapipe.scripts.script import one_line, read_source
 
 __all__ = [
+    "at_version",
     "is_library",
     "library_name_of",
     "parse_library",
@@ -190,15 +192,18 @@ def blocks(source: str, where: str) -> list[Block]:
 
 
 # -- the whole file ---------------------------------------------------------------------
-def parse_library(source: str, *, path: str | None = None) -> FunctionLibrary:
-    """A library from its text: name from the first line, functions from running it,
-    keys and args from its ``@function`` blocks."""
+def parse_library(
+    source: str, *, path: str | None = None, version: str = BASE_VERSION
+) -> FunctionLibrary:
+    """A library from its text: name from the first line, functions from running it (its
+    top level sees ``redis.REDIS_VERSION`` ``version``), keys and args from its
+    ``@function`` blocks."""
     where = one_line(path) if path else "<library>"
     lines = source.split("\n")
     name = library_name_of(lines[0].rstrip("\r"), where)
     if name is None:
         raise ScriptError(f"{where}:1: a library starts with '#!lua name=<library>'")
-    found = registrations(source, where)
+    found = registrations(source, where, version)
     if not found:
         raise ScriptError(
             f"{where}:1: library {name!r} registers no function (call "
@@ -213,7 +218,8 @@ def parse_library(source: str, *, path: str | None = None) -> FunctionLibrary:
                 f"{first})"
             )
         declared[block.name] = block
-    registered = {r.name for r in found}
+    later = _later(source, where, version, {r.name for r in found})
+    registered = {r.name for r in (*found, *later)}
     for block in declared.values():
         if block.name not in registered:
             listed = ", ".join(r.name for r in found)
@@ -221,22 +227,67 @@ def parse_library(source: str, *, path: str | None = None) -> FunctionLibrary:
                 f"{where}:{block.line}: @function {block.name} names no function the library "
                 f"registers ({listed})"
             )
-    functions = []
-    for r in found:
+
+    def function(r: Registration) -> LuaFunction:
         found_block = declared.get(r.name)
-        functions.append(
-            LuaFunction(
-                name=r.name,
-                library=name,
-                keys=found_block.keys if found_block else None,
-                args=found_block.args if found_block else None,
-                flags=r.flags,
-                description=(found_block.description if found_block else "") or r.description,
-                line=r.line,
-                returns=found_block.returns if found_block else "",
-            )
+        return LuaFunction(
+            name=r.name,
+            library=name,
+            keys=found_block.keys if found_block else None,
+            args=found_block.args if found_block else None,
+            flags=r.flags,
+            description=(found_block.description if found_block else "") or r.description,
+            line=r.line,
+            returns=found_block.returns if found_block else "",
         )
-    return FunctionLibrary.of(name, source, functions, path=path, description=_description(lines))
+
+    return FunctionLibrary.of(
+        name,
+        source,
+        [function(r) for r in found],
+        path=path,
+        description=_description(lines),
+        version=version,
+        later=[function(r) for r in later],
+    )
+
+
+#: the newest ``REDIS_VERSION`` there is (an unstable build's), to find the functions a
+#: library registers only on servers newer than the one it is read for
+NEWEST_VERSION = "255.255.255"
+
+
+def _later(source: str, where: str, version: str, found: set[str]) -> list[Registration]:
+    """The functions the newest server registers and ``version`` does not (under a
+    version check): callable, and a ``@function`` block may declare them. Only a library
+    that reads ``REDIS_VERSION`` is run a second time."""
+    if "REDIS_VERSION" not in source or version == NEWEST_VERSION:
+        return []
+    try:
+        newest = registrations(source, where, NEWEST_VERSION)
+    except ScriptError:
+        return []
+    return [r for r in newest if r.name not in found]
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(source: str, path: str | None, version: str) -> FunctionLibrary:
+    return parse_library(source, path=path, version=version)
+
+
+def at_version(library: FunctionLibrary, version: str) -> FunctionLibrary:
+    """``library`` as a server whose ``redis_version`` is ``version`` loads it: its top
+    level run again with that ``REDIS_VERSION`` where it differs (a function registered
+    only from 7.2 on is there on a 7.2 node, not on a 7.0 one). The same object when the
+    functions and flags come out the same; a :class:`ScriptError` (file:line) if that
+    server would refuse it."""
+    if version == library.version:
+        return library
+    again = _parsed(library.source, library.path, version)
+    same = [(f.name, f.flags) for f in again.functions] == [
+        (f.name, f.flags) for f in library.functions
+    ]
+    return library if same else again
 
 
 def read_library(path: str | Path) -> FunctionLibrary:

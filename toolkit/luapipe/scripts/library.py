@@ -22,7 +22,12 @@ from luapipe.scripts.header import Param
 from luapipe.scripts.script import check_count, check_values
 from luapipe.wire.replies import Value
 
-__all__ = ["FunctionLibrary", "LuaFunction", "library_sha"]
+__all__ = ["BASE_VERSION", "FunctionLibrary", "LuaFunction", "library_sha"]
+
+#: the ``redis.REDIS_VERSION`` a library's top level sees where no server is at hand
+#: (``scripts list``, ``lint``, a registry): 7.0.0, the oldest server with Functions. Where
+#: one is (``deploy``, ``--check``, ``--rollback``), that node's own version is used.
+BASE_VERSION = "7.0.0"
 
 
 def library_sha(source: str) -> str:
@@ -108,6 +113,11 @@ class FunctionLibrary:
     #: function form) or "built" (``luapipe functions build``)
     origin: str = "file"
     line_map: tuple[int, ...] = field(default=(), repr=False)
+    #: the ``redis.REDIS_VERSION`` its top level saw when its functions were read
+    version: str = BASE_VERSION
+    #: the functions a newer server registers and ``version`` does not (under a version
+    #: check in the top level): callable (a node without them says so), never compared
+    later: tuple[LuaFunction, ...] = ()
 
     @classmethod
     def of(
@@ -119,10 +129,24 @@ class FunctionLibrary:
         path: str | None = None,
         origin: str = "file",
         description: str = "",
+        version: str = BASE_VERSION,
+        later: Sequence[LuaFunction] = (),
     ) -> FunctionLibrary:
-        """A library from its parts (the loader reads them from a file)."""
+        """A library from its parts (the loader reads them from a file); ``version``: the
+        ``redis.REDIS_VERSION`` its functions were read at; ``later``: those only a newer
+        server registers."""
         sha = library_sha(source)
-        return cls(name, source, sha, tuple(functions), path, description, origin)
+        return cls(
+            name,
+            source,
+            sha,
+            tuple(functions),
+            path,
+            description,
+            origin,
+            version=version,
+            later=tuple(later),
+        )
 
     @property
     def function_names(self) -> tuple[str, ...]:
@@ -136,9 +160,12 @@ class FunctionLibrary:
             "path": self.path,
             "description": self.description,
             "functions": [f.as_dict() for f in self.functions],
+            "read_at_redis_version": self.version,
+            "later_functions": [f.as_dict() for f in self.later],
         }
 
     def function(self, name: str) -> LuaFunction | None:
+        """The function ``name`` registered at :attr:`version` (None: not registered)."""
         for f in self.functions:
             if f.name == name:
                 return f
@@ -148,6 +175,11 @@ class FunctionLibrary:
         """``path:line`` in the file for a line number of the sent code."""
         mapped = self.line_map[line - 1] if 0 < line <= len(self.line_map) else line
         return f"{self.path or self.name}:{mapped}"
+
+    def error_source(self, function: str) -> Any:
+        """What an error of ``function`` is read against (its file and code): the library
+        itself; a built library gives the script the function was built from."""
+        return self
 
     def load_args(self, *, replace: bool = False) -> tuple[str, ...]:
         """FUNCTION LOAD [REPLACE] <code>."""

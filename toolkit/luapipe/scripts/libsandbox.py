@@ -2,10 +2,11 @@
 
 A fresh Lua 5.1 (lupa) per library, offering exactly what Redis 7.0 offers while a library
 loads: the ``redis`` table with ``register_function``, ``log``, the ``LOG_*`` levels and
-``REDIS_VERSION``/``REDIS_VERSION_NUM`` (7.0.0, the oldest server with Functions), and
-nothing else. No ``redis.call``, no ``KEYS``/``ARGV``, no ``string``, ``table`` or
-``pairs`` either: Redis 7.0 answers "Script attempted to access nonexistent global
-variable" for each (REDIS_FACTS.md); a string's methods (``("x"):upper()``) do work, as
+``REDIS_VERSION``/``REDIS_VERSION_NUM`` (those of the server the library is read for, else
+7.0.0, the oldest server with Functions: ``BASE_VERSION``), and nothing else. No
+``redis.call``, no ``KEYS``/``ARGV``, no ``string``, ``table`` or ``pairs`` either: Redis
+7.0 answers "Script attempted to access nonexistent global variable" for each
+(REDIS_FACTS.md); a string's methods (``("x"):upper()``) do work, as
 there. The globals and ``redis`` are read-only. ``redis.register_function`` records each
 call (positional, or the table with ``function_name``, ``callback``, ``flags``,
 ``description``) with the line it was called from, checking what the server checks: the
@@ -14,18 +15,31 @@ in another case: the server's function names are case-insensitive).
 
 The run is bounded: :data:`LOAD_CPU_SECONDS` of CPU (a server stops a load after 500 ms)
 and :data:`LOAD_MEMORY` bytes. Every failure is a :class:`~luapipe.errors.ScriptError`
-naming ``file:line``, with what to do instead where the server's text does not say.
+naming ``file:line``, with what to do instead where the server's text does not say. Lua
+says no line for running out of memory, so the top level is then run once more with a
+line hook (several times slower, so only then) to name the line that allocated; if that
+rerun cannot tell, the error says "while loading" and names no line.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
+from luapipe.scripts.library import BASE_VERSION
 from luapipe.scripts.luaenv import words
 
-__all__ = ["FLAG_ORDER", "LOAD_CPU_SECONDS", "LOAD_MEMORY", "Registration", "registrations"]
+__all__ = [
+    "BASE_VERSION",
+    "FLAG_ORDER",
+    "LOAD_CPU_SECONDS",
+    "LOAD_MEMORY",
+    "Registration",
+    "registrations",
+    "version_num",
+]
 
 LOAD_CPU_SECONDS = 1.0
 LOAD_MEMORY = 64 * 1024 * 1024
@@ -50,7 +64,7 @@ _AT_CALL_TIME = frozenset(
 
 # -- the sandbox --------------------------------------------------------------------------
 _HARNESS = r"""
-local code, budget, flags_text, runtime_text = ...
+local code, budget, flags_text, runtime_text, trace, version, version_num = ...
 local clock, sethook, getinfo = os.clock, debug.sethook, debug.getinfo
 local format, concat, lower = string.format, table.concat, string.lower
 local KNOWN = {}
@@ -138,7 +152,7 @@ end
 local api = {
   register_function = register_function, log = log,
   LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
-  REDIS_VERSION = "7.0.0", REDIS_VERSION_NUM = 458752,
+  REDIS_VERSION = version, REDIS_VERSION_NUM = version_num,
 }
 local redis_table = setmetatable({}, {
   __index = function(_, k)
@@ -166,20 +180,25 @@ local env = setmetatable({}, {
 local chunk, err = loadstring(code, "=user_function")
 if not chunk then return "syntax", err end
 setfenv(chunk, env)
-local start, last_line = clock(), 1
-sethook(function()
-  last_line = line_of(2)
+-- The line running, for an error that has none (out of memory): with trace, each line
+-- of the library's code (a rerun after such an error: slower), else none. The library's
+-- line 1 (its #!lua line) is empty and this harness is one line 1: a line 1 is ours.
+local start, last_line = clock(), 0
+sethook(function(event, line)
+  if event == "line" then
+    if line ~= 1 then last_line = line end
+    return
+  end
   if clock() - start > budget then
     local slow = "user_function:%d: the library's top level ran for more than %g s"
     error(format(slow, line_of(2), budget), 0)
   end
-end, "", 10000)
+end, trace and "l" or "", 10000)
 local ok, failure = pcall(chunk)
 sethook()
 if not ok then
-  if failure == "not enough memory" then
-    failure = format("user_function:%d: not enough memory", last_line)
-  end
+  -- out of memory: allocate nothing more; say the line (when traced)
+  if failure == "not enough memory" then return "memory", last_line end
   return "error", tostring(failure)
 end
 local out = {}
@@ -190,6 +209,13 @@ return "ok", out
 """
 
 
+#: the harness as one line (comments dropped): every line event of a line other than 1 is
+#: the library's own code (whose line 1, the ``#!lua`` line, is empty)
+_ONE_LINE = " ".join(
+    line.strip() for line in _HARNESS.splitlines() if not line.strip().startswith("--")
+)
+#: CPU for the rerun that finds the line of an out-of-memory error (a line hook is slower)
+_TRACE_CPU_SECONDS = 5 * LOAD_CPU_SECONDS
 _FLAGS_TEXT = " ".join(FLAG_ORDER).encode()
 _RUNTIME_TEXT = " ".join(sorted(_RUNTIME_ONLY)).encode()
 
@@ -223,34 +249,64 @@ def _explain(message: str) -> str:
     return message
 
 
-def registrations(code: str, where: str) -> list[Registration]:
+def version_num(version: str) -> int:
+    """``REDIS_VERSION_NUM`` for a version string, as the server computes it:
+    ``(major << 16) | (minor << 8) | patch`` (7.2.4 is 0x070204); missing parts are 0."""
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    return (min(parts[0], 255) << 16) | (min(parts[1], 255) << 8) | min(parts[2], 255)
+
+
+def _run(body: bytes, version: str, *, trace: bool = False) -> tuple[str, Any]:
+    """The harness's status and result for ``body`` in a fresh runtime; ``("memory",
+    line)`` when the top level runs out of memory (line 0: unknown, without ``trace``)."""
+    from lupa import lua51
+
+    runtime = lua51.LuaRuntime(register_eval=False, encoding=None, max_memory=LOAD_MEMORY)
+    budget = _TRACE_CPU_SECONDS if trace else LOAD_CPU_SECONDS
+    try:
+        status, result = runtime.execute(
+            _ONE_LINE,
+            body,
+            budget,
+            _FLAGS_TEXT,
+            _RUNTIME_TEXT,
+            trace,
+            version.encode(),
+            version_num(version),
+        )
+    except lua51.LuaMemoryError:  # outside the protected call: no line known
+        return "memory", 0
+    return status.decode(), result
+
+
+def _out_of_memory(body: bytes, version: str, where: str) -> ScriptError:
+    """The error for a top level that needs more than :data:`LOAD_MEMORY`, naming the line
+    that allocated: found by running it again with a line hook (nothing costs more while
+    a library loads within bounds); without the line if that rerun does not tell."""
+    status, line = _run(body, version, trace=True)
+    needs = f"the library's top level needs more than {LOAD_MEMORY >> 20} MB"
+    if status == "memory" and isinstance(line, int) and line > 1:
+        return ScriptError(f"{where}:{line}: at load time: {needs}")
+    return ScriptError(f"{where}: while loading: {needs}")
+
+
+def registrations(code: str, where: str, version: str = BASE_VERSION) -> list[Registration]:
     """Run the library's top level in the sandbox; the functions it registers, in order.
 
     ``code`` is the library as sent (its ``#!lua`` line is kept as an empty line 1, as the
-    server numbers lines)."""
-    from lupa import lua51
-
+    server numbers lines); ``version``: the ``redis.REDIS_VERSION`` it sees (a server's
+    ``redis_version`` from INFO: what that server's own ``REDIS_VERSION`` says while a
+    library loads; Valkey 8 says 7.2.4 in both)."""
     body = "\n" + code.split("\n", 1)[1] if "\n" in code else ""
-    runtime = lua51.LuaRuntime(register_eval=False, encoding=None, max_memory=LOAD_MEMORY)
-    try:
-        status, result = runtime.execute(
-            _HARNESS,
-            body.encode("utf-8", "surrogateescape"),  # code read from a server may not be UTF-8
-            LOAD_CPU_SECONDS,
-            _FLAGS_TEXT,
-            _RUNTIME_TEXT,
-        )
-    except lua51.LuaMemoryError:  # outside the protected call: no line to name
-        raise ScriptError(
-            f"{where}:1: the library's top level needs more than {LOAD_MEMORY >> 20} MB"
-        ) from None
-    status = status.decode()
+    # code read from a server may not be UTF-8: its bytes as they are
+    encoded = body.encode("utf-8", "surrogateescape")
+    status, result = _run(encoded, version)
+    if status == "memory":
+        raise _out_of_memory(encoded, version, where)
     if status != "ok":
         text = bytes(result).decode("utf-8", "backslashreplace")
         m = _ERROR_RE.match(text)
         line, message = (int(m[1]), m[2]) if m else (None, text)
-        if message.startswith("not enough memory"):
-            message = f"the library's top level needs more than {LOAD_MEMORY >> 20} MB"
         message = " ".join(_explain(message).split())
         if status == "syntax":
             raise ScriptSyntaxError(

@@ -2,18 +2,21 @@
 
 :func:`read_state_steps` asks every node (primaries and replicas) in one round trip each:
 ``ROLE`` (primary or replica, and how many replicas a primary has), ``FUNCTION LIST``
-(which library owns each function name: names are global) and, for each library of ours,
-``FUNCTION LIST LIBRARYNAME <name> WITHCODE`` and the same for its rollback copy.
+(which library owns each function name: names are global), for each library of ours
+``FUNCTION LIST LIBRARYNAME <name> WITHCODE`` and the same for its rollback copy, and
+``INFO server`` (its ``redis_version``: what ``redis.REDIS_VERSION`` says while a library
+loads there, so a library is read as that node loads it).
 ``LIBRARYNAME`` is a pattern, so only the library of exactly that name is kept.
 
 **The rollback copy.** Before ``deploy`` replaces a library on a node, it keeps the code
 it replaces on that node, in a library of its own: ``luapipe_rollback_<name>_kept``, whose
-one function (``no-writes``) of the same name returns that code. (The name never ends in
-ten hex digits, so luapipe's own generated names, ``luapipe_<op>_<hash>``, and their
-garbage collection can never take it.) So the copy lives where the
-code lived: it survives an ephemeral CI runner, replicates to the replicas, is saved in
-the RDB/AOF, is not a key (no eviction, no ``FLUSHALL``, no slot), and ``redis-cli
---cluster add-node`` copies it with the rest. ``deploy --rollback`` reads it back.
+one function (``no-writes``) of the same name returns that code; a comment records the
+sha1 of the code put in its place (so ``--prune`` knows a rolled-back library as ours).
+(The name never ends in ten hex digits, so luapipe's own generated names,
+``luapipe_<op>_<hash>``, and their garbage collection can never take it.) So the copy
+lives where the code lived: it survives an ephemeral CI runner, replicates to the
+replicas, is saved in the RDB/AOF, is not a key (no eviction, no ``FLUSHALL``, no slot),
+and ``redis-cli --cluster add-node`` copies it with the rest. ``deploy --rollback`` reads it back.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from luapipe.errors import LuapipeError, ServerError
-from luapipe.scripts.library import library_sha
-from luapipe.wire.replies import Command, raise_for
+from luapipe.scripts.library import BASE_VERSION, library_sha
+from luapipe.wire.replies import Command, ReplyError, raise_for
 from luapipe.wire.routing import Nodes, Send, SendEach, Steps
 
 __all__ = [
@@ -37,7 +40,9 @@ __all__ = [
     "keeper_name",
     "keeper_source",
     "kept_library",
+    "prunable",
     "read_state_steps",
+    "successor_sha",
 ]
 
 ROLLBACK_PREFIX = "luapipe_rollback_"
@@ -56,17 +61,21 @@ def kept_library(name: str) -> str | None:
     return None
 
 
-def keeper_source(library: str, code: str) -> str:
-    """The rollback copy of ``code`` (the code ``library`` had), as a library."""
+def keeper_source(library: str, code: str, successor: str | None = None) -> str:
+    """The rollback copy of ``code`` (the code ``library`` had), as a library;
+    ``successor``: the code luapipe puts in its place (its sha1 is recorded, so that
+    ``--prune`` knows the live code as luapipe's own after a rollback)."""
     level = 1
     while f"]{'=' * level}]" in code:
         level += 1
     eq = "=" * level
     name = keeper_name(library)
+    replaced = f"-- replaced by sha1 {library_sha(successor)}\n" if successor is not None else ""
     return (
         f"#!lua name={name}\n"
         f"-- The code library '{library}' had before `luapipe deploy` replaced it,\n"
         f"-- kept for `luapipe deploy --rollback`. sha1 {library_sha(code)}\n"
+        f"{replaced}"
         f"local code = [{eq}[\n{code}]{eq}]\n"
         f"redis.register_function{{function_name = '{name}', "
         "callback = function() return code end, flags = {'no-writes'}}\n"
@@ -74,6 +83,7 @@ def keeper_source(library: str, code: str) -> str:
 
 
 _KEPT = re.compile(r"^local code = \[(=+)\[\n", re.M)
+_SUCCESSOR = re.compile(r"^-- replaced by sha1 ([0-9a-f]{40})$", re.M)
 
 
 def kept_code(keeper: str) -> str | None:
@@ -83,6 +93,14 @@ def kept_code(keeper: str) -> str | None:
         return None
     end = keeper.rfind(f"]{m[1]}]")
     return keeper[m.end() : end] if end >= m.end() else None
+
+
+def successor_sha(keeper: str) -> str | None:
+    """The sha1 of the code luapipe loaded in place of the code a rollback copy keeps
+    (None: not recorded, a copy written by an older luapipe)."""
+    m = _KEPT.search(keeper)
+    found = _SUCCESSOR.search(keeper, 0, m.start() if m else 0)
+    return found[1] if found else None
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,9 @@ class NodeState:
     owners: Mapping[str, str] = field(default_factory=dict)
     #: a replica's primary (``host:port`` from ROLE); None for a primary
     primary_of: str | None = None
+    #: ``redis_version`` from ``INFO server``: what ``redis.REDIS_VERSION`` says while a
+    #: library loads there (Valkey 8 too: 7.2.4); the base version where INFO is refused
+    version: str = BASE_VERSION
 
 
 def _text(value: Any) -> str:
@@ -145,7 +166,23 @@ def _libraries(reply: Any) -> list[LiveLibrary]:
     return out
 
 
+_REDIS_VERSION = re.compile(r"^redis_version:(\S+)", re.M)
+
+
+def _version(reply: Any) -> str:
+    """``redis_version`` of an ``INFO server`` reply (the base version if INFO is refused,
+    as a restricted ACL user may be: it is ``@dangerous``)."""
+    if isinstance(reply, ReplyError | BaseException):
+        return BASE_VERSION
+    if isinstance(reply, dict):  # a parsed INFO
+        return str(reply.get("redis_version", BASE_VERSION))
+    m = _REDIS_VERSION.search(_text(reply))
+    return m[1] if m else BASE_VERSION
+
+
 def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
+    version = _version(replies[-1])
+    replies = replies[:-1]
     role = raise_for(replies[0])
     primary = _text(role[0]) == "master"
     replicas = len(role[2]) if primary and len(role) > 2 else 0
@@ -156,7 +193,23 @@ def _state(node: str, names: Sequence[str], replies: list[Any]) -> NodeState:
         for lib in _libraries(reply):
             if lib.name == name:  # LIBRARYNAME is a pattern: keep the exact name only
                 libraries[name] = lib
-    return NodeState(node, primary, replicas, libraries, owners, primary_of)
+    return NodeState(node, primary, replicas, libraries, owners, primary_of, version)
+
+
+def prunable(state: NodeState, library: str, locked_sha: str) -> bool:
+    """Whether ``--prune`` may delete ``library`` (and its rollback copy) on that node: it
+    is absent, or its live code is luapipe's own: the lock's (``locked_sha``), the code a
+    deploy or rollback of luapipe put there last (recorded in the rollback copy: after a
+    rollback the live code legitimately differs from the lock) or the code the copy keeps.
+    Any other code under that name is someone else's library: never deleted."""
+    live = state.libraries.get(library)
+    if live is None or live.sha == locked_sha:
+        return True
+    keeper = state.libraries.get(keeper_name(library))
+    if keeper is None:
+        return False
+    kept = kept_code(keeper.code)
+    return live.sha in (successor_sha(keeper.code), kept and library_sha(kept))
 
 
 def read_state_steps(libraries: Sequence[str]) -> Steps[list[NodeState]]:
@@ -165,6 +218,7 @@ def read_state_steps(libraries: Sequence[str]) -> Steps[list[NodeState]]:
     names = [n for lib in libraries for n in (lib, keeper_name(lib))]
     batch = [Command(("ROLE",)), Command(("FUNCTION", "LIST"))]
     batch += [Command(("FUNCTION", "LIST", "LIBRARYNAME", n, "WITHCODE")) for n in names]
+    batch.append(Command(("INFO", "server")))
     nodes: list[str] = yield Nodes()
     answers = yield SendEach(tuple(Send(batch, node) for node in nodes))
     out = []

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, ScriptSyntaxError
 from luapipe.scripts.compiler import compile_check, compile_error, compile_problems, opt_in_hint
 from luapipe.scripts.header import Signature
 from luapipe.scripts.library import FunctionLibrary
@@ -241,7 +241,8 @@ class LintReport:
 
     files: int
     issues: tuple[LintIssue, ...]
-    #: Function library files (counted apart from ``files``: scripts and broken files)
+    #: Function library files, broken ones included (counted apart from ``files``: the
+    #: script files, broken ones included)
     libraries: int = 0
 
     @property
@@ -254,12 +255,16 @@ class LintReport:
 
 
 def _unreadable(problem: ScriptProblem) -> LintIssue:
-    """A file that is not a script at all (name, header, encoding, template) as a finding."""
+    """A file that cannot be used (name, header, encoding, template, a library that fails
+    at load time) as a finding: ``LP001`` for a library's Lua syntax error, as for a
+    script's, ``LP002`` for the rest."""
     shown = one_line(problem.path)
+    syntax = problem.library and isinstance(problem.error, ScriptSyntaxError)
+    code = SYNTAX if syntax else UNREADABLE
     m = re.match(re.escape(shown) + r"(?::\d+)?: ", problem.message)
     if m is None:
-        return LintIssue(shown, "error", problem.message, UNREADABLE)
-    return LintIssue(m[0][:-2], "error", problem.message[m.end() :], UNREADABLE)
+        return LintIssue(shown, "error", problem.message, code)
+    return LintIssue(m[0][:-2], "error", problem.message[m.end() :], code)
 
 
 def lint_directory(directory: str | Path, *, targets: Sequence[str] = ()) -> LintReport:
@@ -273,8 +278,9 @@ def lint_directory(directory: str | Path, *, targets: Sequence[str] = ()) -> Lin
         *lint_libraries(found.libraries, targets=targets),
     ]
     issues.sort(key=lambda i: i.location.split(":", 1)[0])
-    files = len(found.scripts) + len(found.problems)
-    return LintReport(files, tuple(issues), len(found.libraries))
+    broken = sum(1 for p in found.problems if p.library)
+    files = len(found.scripts) + len(found.problems) - broken
+    return LintReport(files, tuple(issues), len(found.libraries) + broken)
 
 
 def luacheck_available() -> bool:

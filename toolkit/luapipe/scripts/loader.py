@@ -122,15 +122,17 @@ def scan(directory: str | Path) -> DirectoryScan:
         if p.name.startswith("_"):
             continue
         name = name_of_file(p)
+        library = False
         try:
             text = read_source(p)
-            if is_library(text):
+            library = is_library(text)
+            if library:
                 name = _library_name(text, str(p)) or name
                 libraries.append(parse_library(text, path=str(p)))
             else:
                 scripts.append(load_file(p, env))
         except ScriptError as exc:
-            problems.append(ScriptProblem.of(name, str(p), exc))
+            problems.append(ScriptProblem.of(name, str(p), exc, library=library))
     return DirectoryScan(tuple(scripts), tuple(problems), tuple(libraries))
 
 

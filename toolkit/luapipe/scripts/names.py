@@ -30,7 +30,7 @@ def _clashes(scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary])
     for sc in scripts:
         callable_by.setdefault(sc.name, []).append((sc.path or sc.name, "script"))
     for lib in libraries:
-        for f in lib.functions:
+        for f in (*lib.functions, *lib.later):
             where = f"{lib.path or lib.name}"
             what = f"function of library {lib.name!r} at line {f.line}"
             callable_by.setdefault(f.name, []).append((where, what))
@@ -41,7 +41,7 @@ def _clashes(scripts: Sequence[LuaScript], libraries: Sequence[FunctionLibrary])
     # the server's function names are case-insensitive: 'Fx' and 'fx' are one name there
     folded: dict[str, dict[str, tuple[str, str]]] = {}
     for lib in libraries:
-        for f in lib.functions:
+        for f in (*lib.functions, *lib.later):
             where = f"{lib.path or lib.name}"
             what = f"function {f.name!r} of library {lib.name!r} at line {f.line}"
             folded.setdefault(f.name.lower(), {}).setdefault(f.name, (where, what))
@@ -77,8 +77,14 @@ def _per_file(
     for clash in clashes:
         for path, _ in clash[1]:
             by_file.setdefault(path, []).append(clash)
+    shelf = {lib.path or lib.name for lib in libraries}
     return [
-        ScriptProblem.of(names[path], path, DuplicateScriptError(f"{path}: {_clash_message(c)}"))
+        ScriptProblem.of(
+            names[path],
+            path,
+            DuplicateScriptError(f"{path}: {_clash_message(c)}"),
+            library=path in shelf,
+        )
         for path, c in sorted(by_file.items())
     ]
 

@@ -13,30 +13,47 @@ from dataclasses import dataclass, field
 
 from luapipe.errors import ScriptError, ScriptSyntaxError
 
-__all__ = ["ScriptProblem", "problems_error", "raise_problems"]
+__all__ = ["ScriptProblem", "counted", "problems_error", "raise_problems"]
 
 
 @dataclass(frozen=True)
 class ScriptProblem:
-    """A script file that cannot be used. ``message`` is one line naming ``file[:line]``."""
+    """A script file that cannot be used. ``message`` is one line naming ``file[:line]``;
+    ``library``: the file is a Function library (``#!lua name=...``), not a script."""
 
     name: str
     path: str
     message: str
     line: int | None = None
     error: ScriptError = field(default_factory=lambda: ScriptError(""), repr=False, compare=False)
+    library: bool = False
 
     @classmethod
-    def of(cls, name: str, path: str, error: ScriptError) -> ScriptProblem:
+    def of(
+        cls, name: str, path: str, error: ScriptError, *, library: bool = False
+    ) -> ScriptProblem:
         line = error.line if isinstance(error, ScriptSyntaxError) else None
-        return cls(name, path, str(error), line, error)
+        return cls(name, path, str(error), line, error, library)
 
     def as_dict(self) -> dict[str, str]:
-        """The problem as ``scripts list --json`` prints it beside the usable scripts."""
-        return {"name": self.name, "path": self.path, "problem": self.message}
+        """The problem as ``scripts list --json`` prints it beside the usable scripts (a
+        broken library with ``"kind": "library"``, as the usable ones)."""
+        kind = {"kind": "library"} if self.library else {}
+        return {**kind, "name": self.name, "path": self.path, "problem": self.message}
 
     def __str__(self) -> str:
         return self.message
+
+
+def counted(problems: Iterable[ScriptProblem]) -> str:
+    """``2 scripts``, ``1 library``, ``1 script and 2 libraries``: the broken files by kind."""
+    found = list(problems)
+    libraries = sum(1 for p in found if p.library)
+    scripts = len(found) - libraries
+    words = [f"{scripts} script{'' if scripts == 1 else 's'}"] if scripts or not libraries else []
+    if libraries:
+        words.append(f"{libraries} librar{'y' if libraries == 1 else 'ies'}")
+    return " and ".join(words)
 
 
 def problems_error(problems: Iterable[ScriptProblem], *, refusing: str = "") -> ScriptError | None:
@@ -51,7 +68,7 @@ def problems_error(problems: Iterable[ScriptProblem], *, refusing: str = "") -> 
     if len(found) == 1 and not refusing:
         return found[0].error
     listed = "; ".join(p.message for p in found)
-    count = "1 script cannot be used" if len(found) == 1 else f"{len(found)} scripts cannot be used"
+    count = f"{counted(found)} cannot be used"
     message = f"{refusing}: {count}: {listed}" if refusing else f"{count}: {listed}"
     if all(isinstance(p.error, ScriptSyntaxError) for p in found):
         return ScriptSyntaxError(message, path=found[0].path, line=found[0].line)

@@ -188,6 +188,8 @@ def script_error(
     ``function f, library lib``). Its class is luapipe's and also redis-py's for the same
     reply (see luapipe.errors)."""
     label = label or f"script {script.name}"
+    if text.startswith("ERR unknown command"):
+        return _unknown_command(text, f"{label} did not run")
     if text.startswith("BUSY"):  # another script holds the server: this one did not run
         callee = label if label.startswith("function") else script.name
         return BusyError(f"BUSY: the server is running another script; {callee} did not run")
@@ -225,6 +227,28 @@ def script_error(
     # The script's own error_reply, or a failed redis.call on a server that does not say
     # the line (fakeredis): name the lines it can have come from.
     return _runtime_error(text, f"{_error_sites(script)}: {label} failed: {text}")
+
+
+_UNKNOWN_COMMAND = re.compile(r"^ERR unknown command '([^']*)'")
+_FUNCTIONS = "Redis Functions need Redis 7.0 or later (or Valkey)"
+#: why a server does not know a command luapipe sends for a call
+_NEEDS = {
+    "FCALL": _FUNCTIONS,
+    "FCALL_RO": _FUNCTIONS,
+    "FUNCTION": _FUNCTIONS,
+    "EVALSHA_RO": "a no-writes script's EVALSHA_RO needs Redis 7.0 or later",
+}
+
+
+def _unknown_command(text: str, outcome: str) -> ServerError:
+    """The server does not know the call's command (an older server, or the command
+    renamed or disabled there): one line that names the command and why, never the call's
+    keys and args (the server's reply echoes them: "with args beginning with: ...")."""
+    m = _UNKNOWN_COMMAND.match(text)
+    verb = m[1].upper() if m else "?"
+    need = _NEEDS.get(verb)
+    why = f": {need}, with {verb} not renamed or disabled" if need else " (renamed or disabled?)"
+    return ServerError(f"the server does not know {verb}{why}; {outcome}")
 
 
 def _refused(err: LuapipeError, text: str) -> bool:
@@ -280,7 +304,8 @@ def function_result(call: FunctionCall, reply: Any) -> Any:
     (returned, not raised)."""
     if isinstance(reply, ReplyError):
         label = f"function {call.function.name}, library {call.library.name}"
-        return script_error(call.library, reply.text, reply.where, reply.command, label=label)
+        source = call.library.error_source(call.function.name)
+        return script_error(source, reply.text, reply.where, reply.command, label=label)
     return reply
 
 
@@ -483,6 +508,9 @@ class Plan:
         """The libraries' live versions before a MULTI: another version is refused, and so
         is an absent library whose function names another library owns (its load inside
         MULTI would fail at EXEC, and its calls with it, while the rest commits)."""
+        for reply in replies:
+            if isinstance(reply, ReplyError) and reply.text.startswith("ERR unknown command"):
+                return _unknown_command(reply.text, "the transaction was not sent")
         if isinstance(replies[-1], ReplyError):
             return _command_result(replies[-1])  # type: ignore[no-any-return]
         owners = function_owners(replies[-1])

@@ -42,6 +42,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from luapipe.errors import DuplicateScriptError, LuapipeError, ScriptError, UnknownScriptError
+from luapipe.scripts.build import BuiltLibrary, build_library
 from luapipe.scripts.calls import (
     NodeStatus,
     ScriptState,
@@ -120,6 +121,7 @@ class ScriptRegistry:
         problems: Iterable[ScriptProblem] = (),
         policy: RetryPolicy = DEFAULT,
         libraries: Iterable[FunctionLibrary] = (),
+        functions: str | None = None,
     ) -> None:
         scripts = list(scripts)
         libraries = list(libraries)
@@ -140,8 +142,15 @@ class ScriptRegistry:
             self._scripts.pop(problem.name, None)
         #: function name -> (function, its library): what reg.call looks up first
         self._fns: dict[str, tuple[LuaFunction, FunctionLibrary]] = {
-            f.name: (f, lib) for lib in self._libraries.values() for f in lib.functions
+            f.name: (f, lib)
+            for lib in self._libraries.values()
+            for f in (*lib.functions, *lib.later)
         }
+        self._built: BuiltLibrary | None = None
+        if functions is not None:  # the scripts that can, called as the built functions
+            built = self._built = build_library(self._scripts.values(), functions)
+            pairs = zip(built.scripts, built.functions, strict=True)
+            self._fns.update((script, (fn, built)) for (script, _), fn in pairs)
         self._problems = tuple(sorted(found, key=lambda p: p.name))
         self.known = KnownScripts()
         self.policy = policy
@@ -150,20 +159,44 @@ class ScriptRegistry:
 
     @classmethod
     def from_directory(
-        cls, directory: str | Path | None = None, *, strict: bool = True
+        cls,
+        directory: str | Path | None = None,
+        *,
+        strict: bool = True,
+        functions: str | None = None,
     ) -> ScriptRegistry:
         """Every top-level ``*.lua`` in ``directory`` (default: the bundled library).
 
         ``strict=False``: a broken file (bad name, header or syntax) does not stop the
         others; see :attr:`problems`.
+
+        ``functions="app"``: the scripts run as the functions of one library built from
+        them (``luapipe functions build DIR --library app`` writes the same library):
+        ``reg.call(client, "rate_limit", ...)`` and pipelines send ``FCALL
+        luapipe_app_<hash>_rate_limit`` instead of ``EVALSHA``, loading the library where
+        it is missing. Scripts a function cannot run stay scripts (:attr:`built` lists
+        them, with the reason).
         """
         found = scan(directory if directory is not None else bundled_scripts_dir())
-        return cls(found.scripts, strict=strict, problems=found.problems, libraries=found.libraries)
+        return cls(
+            found.scripts,
+            strict=strict,
+            problems=found.problems,
+            libraries=found.libraries,
+            functions=functions,
+        )
 
     @property
     def problems(self) -> tuple[ScriptProblem, ...]:
         """The scripts set aside by ``strict=False`` (sorted by name), each with its reason."""
         return self._problems
+
+    @property
+    def built(self) -> BuiltLibrary | None:
+        """The library the scripts run as (``functions="app"``), or None: its name, the
+        function of each script (``built.scripts``) and the scripts left out
+        (``built.skipped``, each with the reason)."""
+        return self._built
 
     # -- the collection -------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -183,7 +216,8 @@ class ScriptRegistry:
             raise UnknownScriptError(f"unknown library {name!r}") from None
 
     def functions(self) -> list[str]:
-        """The names of every function the libraries register, sorted."""
+        """The names called as functions, sorted: every function of the libraries and, with
+        ``functions="app"``, the scripts that run as the built library's functions."""
         return sorted(self._fns)
 
     def function(self, name: str) -> tuple[LuaFunction, FunctionLibrary]:
@@ -343,6 +377,8 @@ class ScriptRegistry:
             args = call_values(name, "args", args)
         if kind >= _ASYNC:
             if kind == _AUTO:  # an auto-pipeline: the call shares its node's next write
+                if might_exceed(args) or might_exceed(keys):  # a big value: sizes checked
+                    return client.run(self._sized_auto_steps(client, name, keys, args))
                 if client.luapipe_async:
                     return self._call_auto_async(client, name, keys, args)
                 words, slot, read_only, recover, hold = self._auto_call(client, name, keys, args)
@@ -458,6 +494,21 @@ class ScriptRegistry:
         words = ("EVAL_RO" if read_only else "EVAL", script.source, len(keys), *keys, *args)
         slot = slot_of(keys) if cluster else None
         return words, slot, read_only, self._auto_recover(name, cluster), None
+
+    def _sized_auto_steps(
+        self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> Steps[Any]:
+        """An auto-pipelined call holding a value of 1 MB or more: the steps the client
+        runs, which refuse a value over the node's proto-max-bulk-len before sending (sent,
+        the server's protocol error would close the connection the other callers share)."""
+        cluster = client.on_cluster
+        fc = self.function_call(name, keys, args) if self._fns else None
+        if fc is not None:
+            return function_call_steps(fc, self.policy, cluster=cluster)
+        script = self[name]
+        script.check_call(keys, args)
+        call = ScriptCall(script, tuple(keys), tuple(args))
+        return call_steps(call, self.known, self.policy, cluster=cluster)
 
     def _auto_recover(self, name: str, cluster: bool) -> Any:
         """The steps after an auto-pipelined call of ``name`` whose first reply was not a

@@ -30,6 +30,7 @@ from luapipe.wire.routing import Send, Steps
 __all__ = [
     "BulkLimits",
     "DEFAULT_LIMIT",
+    "LIMIT_QUESTION",
     "SMALLEST_LIMIT",
     "Sized",
     "check_sizes",
@@ -47,7 +48,8 @@ DEFAULT_LIMIT = 512 * 1024 * 1024
 #: a str shorter than this is shorter than SMALLEST_LIMIT once encoded (UTF-8: <= 4 bytes)
 _SHORT_STR = SMALLEST_LIMIT // 4
 _BINARY = frozenset({bytes, bytearray, memoryview})
-_CONFIG_GET = Command(("CONFIG", "GET", "proto-max-bulk-len"))
+#: the question asked before a value of 1 MB or more is sent
+LIMIT_QUESTION = _CONFIG_GET = Command(("CONFIG", "GET", "proto-max-bulk-len"))
 
 #: (who, kind, values, name_of): ``("script 'x'", "args", [...], name_of)`` where
 #: ``name_of(i)`` is the declared name of position i as messages show it (`` (limit)``)

@@ -41,7 +41,9 @@ from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
     one_command,
+    route_by_head,
     route_of,
+    sized_command,
 )
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import (
@@ -52,6 +54,7 @@ from luapipe.wire.autopipe.schedule import (
     Scheduler,
 )
 from luapipe.wire.drivers import drive_async
+from luapipe.wire.limits import BulkLimits, might_exceed
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
 from luapipe.wire.replies import Command, Redirect
 from luapipe.wire.routing import (
@@ -136,6 +139,10 @@ def _address(kwargs: dict[str, Any]) -> str:
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
+def _closed() -> ConnectionFailed:
+    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+
+
 def _cancelled(call: Call, exc: BaseException) -> None:
     """The caller gave up: the call leaves the queue if it was never written (it did not
     run); if it was, its reply is read and dropped. Nothing else is touched."""
@@ -184,6 +191,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self._starting: asyncio.Task[Any] | None = None
         self._packer: Packer = None  # type: ignore[assignment]  # set by _start
         self._routes: dict[Any, str] = {}
+        #: each node's proto-max-bulk-len, once a big value made it ask
+        self.limits = BulkLimits()
         #: writes (round trips) so far, on all nodes, and the commands they carried
         self.writes = 0
         self.commands = 0
@@ -216,6 +225,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self._admit()
         self._active += 1
         try:
+            if self._closed:  # closed while this call waited for a place
+                raise _closed()
             sched = self._sched
             sched.join(call)
             call.args = args
@@ -250,6 +261,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self._admit()
         self._active += 1
         try:
+            if self._closed:
+                raise _closed()
             self._sched.join(call)
             self._sched.start(call, steps)
             return await self._wait(call)
@@ -265,11 +278,23 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             await self._admit()
         self._active += 1
         try:
+            if self._closed:
+                raise _closed()
             self._sched.join(call)
             self._sched.start(call, steps)
             return await self._wait(call), call.written
         finally:
             self._leave()
+
+    def get_encoder(self) -> Any:
+        """The client's encoder: redis-py's command methods ask for it (``acl_setuser``,
+        ``register_script``)."""
+        return self.client.get_encoder()
+
+    def get_connection_kwargs(self) -> dict[str, Any]:
+        """The client's connection settings: redis-py's ``slowlog_get`` reads them."""
+        kwargs: dict[str, Any] = self.client.get_connection_kwargs()
+        return kwargs
 
     async def dedicated(self, steps: Steps[Any]) -> Any:
         """Run ``steps`` on connections of their own from the client's pool (what needs
@@ -285,12 +310,15 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         if route is None:
             flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
             route = route_of(args, options, flag)
-            if not options:
+            if not options and route_by_head(head):
                 self._routes[head] = route
         slot = await self._slot(args) if self.on_cluster else None
         if route == "dedicated":
             cmd = Command(tuple(args), options, parse=True)
             return await self.dedicated(one_command(cmd, slot, self.policy))
+        if might_exceed(args):  # a value of 1 MB or more: its size is checked first
+            cmd = Command(tuple(args), options, parse=True)
+            return await self.run(sized_command(cmd, slot, self.policy, self.limits))
         finish = finisher(self._sched.callbacks, args, options)
         recover = command_recover(args, slot, self.policy, finish, options)
         return await self.call(args, slot=slot, finish=finish, recover=recover)
@@ -388,13 +416,16 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         link.kick()
 
     def _pack_many(self, batch: Sequence[Sequence[Any]]) -> bytes:
-        return self._packer.many(batch)
+        packer = self._packer
+        if packer is None:  # closed: a call's next round trip fails, it is not queued
+            raise _closed()
+        return packer.many(batch)
 
     async def _start(self) -> None:
         """Bind to the running loop and (a cluster) read the slot map, once: the first
         callers all wait for the same start, and go on in the order they came."""
         if self._closed:
-            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+            raise _closed()
         if self._loop is not None and asyncio.get_running_loop() is not self._loop:
             raise CallArgumentError(
                 "an auto-pipeline serves the event loop it first ran on; make one per loop"
@@ -437,7 +468,8 @@ class AsyncAutoPipeline(AsyncCoreCommands):
     # -- closing -------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close the auto-pipeline's own connections (not the client's). Calls still
-        queued get ConnectionFailed; those written get OutcomeUnknown."""
+        queued, waiting for a place or between round trips get ConnectionFailed; those
+        written get OutcomeUnknown."""
         self._closed = True
         self._packer = None  # type: ignore[assignment]  # the next call finds it closed
         for link in list(self._links.values()):
@@ -445,7 +477,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
             link.q.entries.clear()
             self._sched.lost(
                 queued,
-                lambda: ConnectionFailed("the auto-pipeline was closed; nothing was sent"),
+                _closed,
             )
             conn = link.conn
             if conn is not None:

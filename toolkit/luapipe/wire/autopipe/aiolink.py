@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import redis.asyncio
@@ -27,6 +27,9 @@ from luapipe.wire.autopipe.schedule import Entry, NodeQueue
 from luapipe.wire.replies import ReplyError, full_error_text
 
 __all__ = ["AioLink", "copy_error"]
+
+#: the links' tasks that are running (see :meth:`AioLink._spawn`)
+_RUNNING: set[asyncio.Task[None]] = set()
 
 
 class AioLink:
@@ -72,6 +75,14 @@ class AioLink:
         #: writes the socket refused in a row (nothing sent): the second one fails
         self.refused = 0
 
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in a task kept until it ends: the loop holds tasks only weakly, and
+        one waiting for a handshake's reply without a timer is garbage to the collector
+        (it destroyed a connection being made, and its callers waited for the next call)."""
+        task = self.ap._loop.create_task(coro)
+        _RUNNING.add(task)
+        task.add_done_callback(_RUNNING.discard)
+
     # -- writing -------------------------------------------------------------------------
     def kick(self) -> None:
         if self.inflight or self.flushing:
@@ -101,13 +112,13 @@ class AioLink:
         conn = self.conn
         if conn is None or _socket_stale(conn) or not conn.is_connected:
             self.flushing = True  # (re)connect first: nothing has been written
-            self.ap._loop.create_task(self._connect())
+            self._spawn(self._connect())
             return
         writer = getattr(conn, "_writer", None)
         transport = getattr(writer, "transport", None)
         if transport is None:  # not a stream transport (fakeredis): redis-py's own writes
             self.flushing = True
-            self.ap._loop.create_task(self._flush_generic(conn))
+            self._spawn(self._flush_generic(conn))
             return
         entries = self.ap._sched.take(self.q)
         if not entries:
@@ -211,7 +222,7 @@ class AioLink:
         transport = getattr(writer, "transport", None)
         if transport is not None:
             transport.abort()
-        self.ap._loop.create_task(_disconnect(conn))
+        self._spawn(_disconnect(conn))
 
     # -- reading -------------------------------------------------------------------------
     async def _read(self, conn: Any) -> None:

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from luapipe.errors import CallArgumentError, LuapipeError
+from luapipe.wire.limits import BulkLimits, Sized, sizes_steps
 from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
-from luapipe.wire.routing import Refresh, Send, Steps, on_slot_node
+from luapipe.wire.routing import Locate, Refresh, Send, Steps, on_slot_node
 
 __all__ = [
     "BLOCKING",
@@ -29,7 +30,9 @@ __all__ = [
     "command_recover",
     "finisher",
     "one_command",
+    "route_by_head",
     "route_of",
+    "sized_command",
 ]
 
 #: commands that change the connection for whoever shares it
@@ -37,8 +40,8 @@ REFUSED = frozenset(
     {
         "ASKING", "AUTH", "CLIENT", "DISCARD", "EXEC", "HELLO", "MONITOR", "MULTI",
         "PSUBSCRIBE", "PSYNC", "PUNSUBSCRIBE", "QUIT", "READONLY", "READWRITE", "REPLCONF",
-        "RESET", "SELECT", "SSUBSCRIBE", "SUBSCRIBE", "SUNSUBSCRIBE", "SWAPDB", "SYNC",
-        "UNSUBSCRIBE", "UNWATCH", "WATCH",
+        "RESET", "SCRIPT DEBUG", "SELECT", "SSUBSCRIBE", "SUBSCRIBE", "SUNSUBSCRIBE",
+        "SWAPDB", "SYNC", "UNSUBSCRIBE", "UNWATCH", "WATCH",
     }
 )  # fmt: skip
 #: commands that hold the connection until something happens elsewhere
@@ -74,7 +77,7 @@ def route_of(args: tuple[Any, ...], options: Mapping[str, Any], node_flag: Any =
     error for a command that changes the connection (nothing is sent)."""
     name = command_name(args)
     first = name.split(" ", 1)[0]
-    if first in REFUSED:
+    if first in REFUSED or name in REFUSED:
         raise CallArgumentError(
             f"{name} changes the connection it runs on, and an auto-pipeline shares its "
             "connections between callers: run it on the client itself (for WATCH/MULTI, the "
@@ -92,6 +95,20 @@ def route_of(args: tuple[Any, ...], options: Mapping[str, Any], node_flag: Any =
     ):
         return "dedicated"
     return "pipe"
+
+
+#: first words whose route depends on the words after them (``SCRIPT KILL``, ``XREAD ... BLOCK``)
+_ROUTED_BY_ARGS = frozenset(
+    {"CLIENT", "CLUSTER", "CONFIG", "FUNCTION", "SCRIPT", "XREAD", "XREADGROUP"}
+)
+
+
+def route_by_head(head: Any) -> bool:
+    """Whether every command starting with the word ``head`` takes the same route, so the
+    route can be remembered by that word alone."""
+    if not isinstance(head, str | bytes):
+        return False
+    return _upper(head) not in _ROUTED_BY_ARGS
 
 
 def _upper(arg: str | bytes) -> str:
@@ -150,6 +167,18 @@ def command_recover(
         return _final(reply, finish, options)
 
     return recover
+
+
+def sized_command(
+    command: Command, slot: int | None, policy: RetryPolicy, limits: BulkLimits
+) -> Steps[Any]:
+    """:func:`one_command` for a command holding a value of 1 MB or more: a value over the
+    node's proto-max-bulk-len is refused before sending (sent, the server's protocol error
+    would close the connection the other callers share)."""
+    node = yield Locate(slot, False)
+    sized: Sized = (f"command {command.name}", "args", command.args[1:], lambda i: "")
+    yield from sizes_steps(node, [sized], limits)
+    return (yield from one_command(command, slot, policy))
 
 
 def one_command(

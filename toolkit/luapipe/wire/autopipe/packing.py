@@ -51,7 +51,7 @@ class Packer:
             try:
                 packed: bytes = _PACK(args if args.__class__ is tuple else tuple(args))
                 return packed
-            except TypeError:
+            except (TypeError, ValueError):  # UnicodeEncodeError: a str UTF-8 refuses
                 pass  # a bytearray, a memoryview, or a bad value: redis-py decides
         return b"".join(pack(self.conn.pack_command, *args))
 

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from luapipe.errors import LuapipeError
+from luapipe.wire.limits import LIMIT_QUESTION as _LIMIT
 from luapipe.wire.replies import Command, ReplyError, as_command, with_asking
 from luapipe.wire.routing import Locate, LocateMany, Nodes, Send, SendEach, Steps
 
@@ -69,7 +70,10 @@ def _word(arg: Any) -> Any:
 
 def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
     """What a batch may be refused for as "not loaded": ``"scripts"`` (EVALSHA: a flush
-    clears every script at once), ``("function", name)`` (FCALL), or None."""
+    clears every script at once), ``("function", name)`` (FCALL), or None. Also
+    ``"limit"`` for the question asked before a value of 1 MB or more (``CONFIG GET
+    proto-max-bulk-len``): its answer decides what the call sends next, so it holds the
+    write the same way."""
     group: Any = None
     for cmd in batch:
         args = cmd.args if isinstance(cmd, Command) else cmd
@@ -79,6 +83,8 @@ def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
         elif head in _MISS_FUNCTION and len(args) > 1:
             name = args[1]
             group = ("function", name.decode() if isinstance(name, bytes) else str(name))
+        elif cmd is _LIMIT:
+            group = "limit"
     return group
 
 

@@ -34,13 +34,22 @@ from luapipe.errors import (
     CallArgumentError,
     ConnectionFailed,
     LuapipeError,
+    OutcomeUnknown,
     ServerError,
 )
-from luapipe.wire.autopipe.commands import command_recover, finisher, one_command, route_of
+from luapipe.wire.autopipe.commands import (
+    command_recover,
+    finisher,
+    one_command,
+    route_by_head,
+    route_of,
+    sized_command,
+)
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.schedule import Call, NodeQueue, Recover, Router, Scheduler
 from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
 from luapipe.wire.drivers import _locate, drive
+from luapipe.wire.limits import BulkLimits, might_exceed
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
 from luapipe.wire.replies import Command, Redirect
 from luapipe.wire.routing import (
@@ -87,6 +96,20 @@ class _ThreadCall(Call):
     def slow(self, request: Any) -> None:
         self.kind, self.outcome = _SLOW, request
         self.signal()
+
+
+def _closed() -> ConnectionFailed:
+    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+
+
+def _interrupted(node: str, stop: BaseException) -> Callable[[], LuapipeError]:
+    def make() -> LuapipeError:
+        return OutcomeUnknown(
+            f"the thread writing to {node} was interrupted ({stop!r}); outcome unknown, "
+            "it was not re-sent"
+        )
+
+    return make
 
 
 class _PlainRouter(Router):
@@ -154,6 +177,8 @@ class AutoPipeline(CoreCommands):
         self._closed = False
         self._refresh_lock = threading.Lock()
         self._routes: dict[Any, str] = {}
+        #: each node's proto-max-bulk-len, once a big value made it ask
+        self.limits = BulkLimits()
         #: writes (round trips) so far, on all nodes, and the commands they carried
         self.writes = 0
         self.commands = 0
@@ -220,6 +245,16 @@ class AutoPipeline(CoreCommands):
         finally:
             self._leave()
 
+    def get_encoder(self) -> Any:
+        """The client's encoder: redis-py's command methods ask for it (``acl_setuser``,
+        ``register_script``)."""
+        return self.client.get_encoder()
+
+    def get_connection_kwargs(self) -> dict[str, Any]:
+        """The client's connection settings: redis-py's ``slowlog_get`` reads them."""
+        kwargs: dict[str, Any] = self.client.get_connection_kwargs()
+        return kwargs
+
     def dedicated(self, steps: Steps[Any]) -> Any:
         """Run ``steps`` on connections of their own from the client's pool."""
         return drive(steps, self.client)
@@ -231,12 +266,15 @@ class AutoPipeline(CoreCommands):
         if route is None:
             flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
             route = route_of(args, options, flag)
-            if not options:
+            if not options and route_by_head(head):
                 self._routes[head] = route
         slot = self._slot(args) if self.on_cluster else None
         if route == "dedicated":
             cmd = Command(tuple(args), options, parse=True)
             return self.dedicated(one_command(cmd, slot, self.policy))
+        if might_exceed(args):  # a value of 1 MB or more: its size is checked first
+            cmd = Command(tuple(args), options, parse=True)
+            return self.run(sized_command(cmd, slot, self.policy, self.limits))
         finish = finisher(self._sched.callbacks, args, options)
         recover = command_recover(args, slot, self.policy, finish, options)
         return self.call(args, slot=slot, finish=finish, recover=recover)
@@ -249,6 +287,33 @@ class AutoPipeline(CoreCommands):
         return found
 
     def _wait(self, call: _ThreadCall) -> Any:
+        try:
+            return self._wait_for(call)
+        except BaseException:  # its own error; or the thread is interrupted (Ctrl-C)
+            self._abandon(call)
+            raise
+
+    def _abandon(self, call: _ThreadCall) -> None:
+        """The caller's thread leaves: its call is dropped from the queues if unwritten
+        (its reply is read and dropped if written), and the links this thread was to drive
+        go to the next callers; the other threads would otherwise wait on them forever."""
+        claimed = self._claimed()
+        with self._mutex:
+            call.cancelled = True
+            links, call.leads = [*claimed, *call.leads], []
+            claimed.clear()
+            for link in links:
+                self._hand_on(link)
+
+    def _hand_on(self, link: ThreadLink) -> None:  # under the mutex, by the link's owner
+        nxt = next((e.call for e in link.q.entries if not e.call.cancelled), None)
+        if nxt is None or not isinstance(nxt, _ThreadCall):
+            link.owned = False
+            return
+        nxt.leads.append(link)
+        nxt.signal()
+
+    def _wait_for(self, call: _ThreadCall) -> Any:
         claimed = self._claimed()
         while True:
             while claimed:
@@ -319,15 +384,28 @@ class AutoPipeline(CoreCommands):
     def _admit(self, call: _ThreadCall) -> None:
         """A place among the calls in flight, first come first served."""
         if self._closed:
-            raise ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+            raise _closed()
         with self._mutex:
             if self._active < self.max_in_flight and not self._waiting:
                 self._active += 1
                 return
             self._waiting.append(call)
-        call.lock.acquire()
+        try:
+            call.lock.acquire()
+        except BaseException:  # interrupted while it waited (Ctrl-C): a place it was
+            with self._mutex:  # given goes on, or it leaves the line
+                given = call not in self._waiting
+                if not given:
+                    self._waiting.remove(call)
+            if given:
+                self._leave()
+            raise
         with self._mutex:
             call.signalled = False
+            closed = self._closed
+        if closed:  # closed while it waited: nothing was sent; its place goes on
+            self._leave()
+            raise _closed()
 
     def _leave(self) -> None:
         with self._mutex:
@@ -356,11 +434,24 @@ class AutoPipeline(CoreCommands):
             if self.max_delay is not None and len(link.q) > 1:
                 time.sleep(self.max_delay)  # several callers wait: let more join
             with self._mutex:
+                if self._closed:
+                    self._shut(link)
+                    return
                 entries = sched.take(link.q)
                 if not entries:
                     link.owned = False
                     return
-            replies, failed, unwritten, exc, sent = link.io(entries)
+            try:
+                replies, failed, unwritten, exc, sent = link.io(entries)
+            except BaseException as stop:  # the thread is interrupted mid-write (Ctrl-C)
+                with self._mutex:
+                    if link.conn is not None:  # out of step with its replies
+                        with contextlib.suppress(Exception):
+                            link.conn.disconnect()
+                        link.conn = None
+                    self._sched.lost(entries, _interrupted(link.node, stop))
+                    self._hand_on(link)
+                raise
             with self._mutex:
                 if sent:
                     self.writes += 1
@@ -382,6 +473,9 @@ class AutoPipeline(CoreCommands):
                         sched.unwritten(link.q, unwritten)
                 else:
                     link.refused = 0
+                if self._closed:
+                    self._shut(link)
+                    return
                 nxt = next((e.call for e in link.q.entries if not e.call.cancelled), None)
                 if nxt is None:
                     link.q.entries.clear()
@@ -409,14 +503,26 @@ class AutoPipeline(CoreCommands):
 
     # -- closing -------------------------------------------------------------------------
     def close(self) -> None:
-        """Close the auto-pipeline's own connections (not the client's)."""
+        """Close the auto-pipeline's own connections (not the client's). Calls still
+        queued, waiting for a place or between round trips get ConnectionFailed; a write in
+        flight finishes first (its thread then closes that connection)."""
         with self._mutex:
             self._closed = True
             for link in self._links.values():
-                if link.conn is not None and not link.owned:
-                    with contextlib.suppress(Exception):
-                        link.conn.disconnect()
-                    link.conn = None
+                if not link.owned:
+                    self._shut(link)
+
+    def _shut(self, link: ThreadLink) -> None:  # under the mutex, by the link's owner
+        """After :meth:`close`: the link's queued calls fail (nothing was sent), its
+        connection is closed and nobody owns it."""
+        queued = [e for e in link.q.entries if not e.call.cancelled]
+        link.q.entries.clear()
+        link.owned = False
+        if link.conn is not None:
+            with contextlib.suppress(Exception):
+                link.conn.disconnect()
+            link.conn = None
+        self._sched.lost(queued, _closed)
 
     def __enter__(self) -> AutoPipeline:
         return self

@@ -1,0 +1,266 @@
+"""`luapipe bench` on a team's own code: an existing script, its Function twin, and the
+team's Python implementations of the same operation (examples/token_bucket), on a real
+redis-server: the forms run, their round trips and atomicity are what they are, the
+invariant catches the racing Python forms and the verdict never picks one of them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from luapipe.bench.opworkload import resolve_workloads
+from luapipe.bench.runner import BenchConfig, run_bench
+from luapipe.bench.scriptprofile import load_profile
+from luapipe.bench.scriptworkload import ScriptWorkload
+from luapipe.bench.server import ServerProcess
+from luapipe.cli import main
+from luapipe.errors import LuapipeError, SpecError
+
+from ..conftest import EXAMPLES_DIR
+
+QUICK = BenchConfig(duration_s=0.3, warmup_s=0.05, rounds=2, bystander=False, patience_s=0.5)
+BUCKET = EXAMPLES_DIR / "token_bucket"
+INCR_CAPPED = """-- Add 1 to a counter unless it has reached its cap.
+-- @key counter
+-- @arg cap
+-- @return {1 if added else 0, the counter}
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then return {0, n} end
+return {1, redis.call('INCR', KEYS[1])}
+"""
+
+
+@pytest.fixture
+def url(redis_server: ServerProcess) -> str:
+    redis.Redis(host=redis_server.host, port=redis_server.port).flushall()
+    return redis_server.url
+
+
+def _bench(*args: str) -> Result:
+    quick = ["--duration", "0.3", "--rounds", "2", "--warmup", "0.05", "--no-bystander"]
+    return CliRunner().invoke(main, ["bench", *args, *quick], catch_exceptions=False)
+
+
+@pytest.fixture
+def scripts(tmp_path: Path) -> Path:
+    d = tmp_path / "scripts_lua"
+    d.mkdir()
+    (d / "incr_capped.lua").write_text(INCR_CAPPED)
+    return d
+
+
+def test_an_existing_script_benches_by_path_and_by_name_without_a_profile(
+    url: str, scripts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    by_path = _bench(
+        str(scripts / "incr_capped.lua"), "--url", url, "--json", str(tmp_path / "a.json")
+    )
+    assert by_path.exit_code == 0, by_path.output
+    rows = {r["form"]: r for r in json.loads((tmp_path / "a.json").read_text())["records"]}
+    assert set(rows) == {"script", "function"}
+    assert rows["script"]["round_trips_per_op"] == rows["function"]["round_trips_per_op"] == 1
+    assert rows["script"]["errors"] == rows["function"]["errors"] == 0
+    assert "recommendation: incr_capped at 0 ms RTT" in by_path.output
+    monkeypatch.chdir(tmp_path)  # ./scripts_lua is where a NAME is looked for
+    by_name = _bench("incr_capped", "--url", url)
+    assert by_name.exit_code == 0, by_name.output
+    assert "recommendation: incr_capped at 0 ms RTT" in by_name.output
+    elsewhere = _bench("incr_capped", "--url", url, "--dir", str(tmp_path / "nowhere"))
+    assert elsewhere.exit_code == 1 and "not a script of the scripts directory" in elsewhere.output
+
+
+def test_the_team_forms_run_beside_the_script_with_their_own_round_trips(url: str) -> None:
+    result = run_bench(url, resolve_workloads([str(BUCKET / "token_bucket.lua")]), QUICK)
+    rows = {r.form: r for r in result.records}
+    assert list(rows) == ["script", "function", "py_naive", "py_watch", "py_async"]
+    assert {f: r.atomic for f, r in rows.items()} == {
+        "script": True,
+        "function": True,
+        "py_naive": False,
+        "py_watch": True,
+        "py_async": False,
+    }
+    trips = {f: r.round_trips_per_op for f, r in rows.items()}
+    assert trips["script"] == trips["function"] == 1
+    assert trips["py_naive"] == trips["py_async"] == 2  # HMGET, then the writes (asyncio too)
+    assert trips["py_watch"] == 3  # WATCH + HMGET, MULTI/EXEC... one round trip each
+    for f, r in rows.items():
+        assert r.errors == 0 and r.calls > 0 and r.invariant_ok, f
+        assert r.write_share == 1.0, f  # every call took a token: the replies say so
+        assert r.server_usec_per_op > 0, f
+    described = result.manifest["spec"]["workloads"][0]
+    assert described["kind"] == "script" and described["forms"]["py_async"]["async"] is True
+
+
+def test_hot_contention_catches_the_racing_python_forms(url: str, tmp_path: Path) -> None:
+    """Every client on one bucket of 20 tokens, renewed when it runs dry: the Python forms
+    that read, then write, hand out tokens they do not have; the atomic ones never do.
+    Asserted on counts, not on timing."""
+    out = tmp_path / "hot.json"
+    run = _bench(
+        str(BUCKET / "token_bucket.lua"), "--url", url, "--contention", "hot",
+        "--clients", "4", "--json", str(out), "--html", str(tmp_path / "hot.html"),
+    )  # fmt: skip
+    assert run.exit_code == 0, run.output
+    page = (tmp_path / "hot.html").read_text()
+    assert "Bench profile</b> (the script&#39;s bench profile):\nA bucket per user" in page
+    data = json.loads(out.read_text())
+    for r in data["records"]:
+        assert r["invariant_cases"] > 2, r["form"]  # buckets were renewed: the boundary recurs
+        if r["form"] in ("py_naive", "py_async"):
+            assert not r["invariant_ok"] and r["lost_updates"] >= 1, r["form"]
+        else:
+            assert r["invariant_ok"] and r["lost_updates"] == 0, r["form"]
+    for rec in data["recommendations"]:
+        assert rec["form"] in ("script", "function", "py_watch", None)
+
+
+def test_profile_problems_are_listed_with_file_and_line(tmp_path: Path) -> None:
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text(
+        'wrote = "first"\n'
+        'renew = "refused"\n'
+        "[state]\n"
+        'bucket = "10"\n'
+        "[args]\n"
+        "capacity = 5\n"
+        "speed = 2\n"
+        "[forms]\n"
+        'script = { call = "x:y" }\n'
+        'mine = { call = "no_such_module_here:take", atomic = "yes" }\n'
+    )
+    with pytest.raises(SpecError) as err:
+        load_profile(profile)
+    problems = err.value.problems
+    expected = [
+        ":1: wrote: must be",
+        ':2: renew: "refused" needs to know from the reply',
+        ":4: state.bucket: its commands use it as a hash, not a string",
+        ":7: args.speed: unknown arg 'speed'",
+        ":9: forms.script: 'script' cannot name a form of your own",
+        ":10: forms.mine.atomic: must be true or false",
+        ":10: cannot import 'no_such_module_here'",
+    ]
+    for fragment in expected:
+        assert any(fragment in p for p in problems), (fragment, problems)
+    assert all(p.startswith(str(profile)) for p in problems)
+
+
+def test_a_python_form_must_take_client_keys_and_args(tmp_path: Path) -> None:
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    (tmp_path / "two_args.py").write_text("def take(client, keys):\n    return [1, 0]\n")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text('[forms]\nmine = "two_args:take"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: two_args:take takes 2 arguments"):
+        load_profile(profile)
+
+
+def test_a_script_a_function_cannot_run_is_timed_alone(tmp_path: Path) -> None:
+    script = tmp_path / "legacy.lua"
+    script.write_text("-- @key k\nredis.replicate_commands()\nreturn redis.call('INCR', KEYS[1])\n")
+    (w,) = resolve_workloads([str(script)])
+    assert isinstance(w, ScriptWorkload) and w.forms == ("script",)
+    assert "uses redis.replicate_commands" in w.describe()["function"]
+
+
+def test_no_case_that_runs_asks_for_a_profile(url: str, tmp_path: Path) -> None:
+    script = tmp_path / "always_fails.lua"
+    script.write_text("-- @key k\nreturn redis.error_reply('ERR never')\n")
+    with pytest.raises(LuapipeError, match=r"always_fails.bench.toml beside the script"):
+        run_bench(url, resolve_workloads([str(script)]), QUICK)
+
+
+def test_a_library_file_is_not_a_script_to_bench(tmp_path: Path) -> None:
+    lib = tmp_path / "lib.lua"
+    lib.write_text("#!lua name=lib\nredis.register_function('f', function() return 1 end)\n")
+    with pytest.raises(LuapipeError, match="a Function library, not a script"):
+        resolve_workloads([str(lib)])
+
+
+def test_an_asyncio_pipeline_counts_each_command_once(redis_server: ServerProcess) -> None:
+    """redis.asyncio packs a pipeline's commands one by one through pack_command: counting
+    in pack_commands too counted a 2-command pipeline as 4 (cmd/op of --tasks forms)."""
+    import asyncio
+
+    import redis.asyncio
+
+    from luapipe.bench import pyforms, tasks
+
+    async def pipeline_of_two(connection_class: type) -> Any:
+        pool = redis.asyncio.ConnectionPool(
+            host=redis_server.host, port=redis_server.port, connection_class=connection_class
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
+        await client.ping()
+        conn = pool._available_connections[0]
+        before = dict(tasks._COUNTS), getattr(conn, "commands", 0)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr("luapipe:bench:t:a").incr("luapipe:bench:t:b")
+        await pipe.execute()
+        await client.aclose()
+        shared = tasks._COUNTS["commands"] - before[0]["commands"]
+        return shared, getattr(conn, "commands", 0) - before[1]
+
+    assert asyncio.run(pipeline_of_two(tasks.CountingAsyncConnection))[0] == 2  # --tasks
+    assert asyncio.run(pipeline_of_two(pyforms._CountingAsyncConnection))[1] == 2  # async def
+
+
+def test_with_asyncio_tasks_only_what_runs_on_an_event_loop_is_timed() -> None:
+    (w,) = resolve_workloads([str(BUCKET / "token_bucket.lua")], tasks=4)
+    assert w.forms == ("script", "function", "py_async")
+    assert w.describe()["not_timed"].startswith("py_naive, py_watch: a plain Python function")
+
+
+class _Counter:
+    """The smallest Workload the README describes: INCR, one by one or in a MULTI."""
+
+    name = "hits"
+    forms = ("naive", "mine")
+    batch = 1
+    atomic_forms = frozenset({"mine"})
+    write_share_declared = 1.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": "custom", "read_compute_write": False}
+
+    def reset(self, client: redis.Redis) -> None:
+        client.delete("luapipe:bench:hits:n")
+
+    def prepare(self, client: redis.Redis, form: str) -> None:
+        return None
+
+    def op_fn(self, client: redis.Redis, form: str, worker: int, seed: int) -> Any:
+        def call(i: int) -> int:
+            if form == "naive":
+                client.incr("luapipe:bench:hits:n")
+            else:
+                pipe = client.pipeline(transaction=True)
+                pipe.incr("luapipe:bench:hits:n").expire("luapipe:bench:hits:n", 60)
+                pipe.execute()
+            return 0
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        n = int(client.get("luapipe:bench:hits:n") or 0)
+        return n == ops_done, f"{n} hits for {ops_done} calls"
+
+
+def test_a_workload_of_ones_own_runs_as_the_readme_says(url: str, tmp_path: Path) -> None:
+    from luapipe.report import write_html
+
+    result = run_bench(url, [_Counter()], QUICK)
+    rows = {r.form: r for r in result.records}
+    assert rows["naive"].round_trips_per_op == rows["mine"].round_trips_per_op == 1
+    assert rows["mine"].commands_per_op == 4  # MULTI, INCR, EXPIRE, EXEC
+    assert (rows["naive"].atomic, rows["mine"].atomic) == (False, True)
+    assert all(r.invariant_ok and r.calls > 0 for r in rows.values())
+    write_html(result.as_dict(), str(tmp_path / "hits.html"))
+    assert "Operation: hits" in (tmp_path / "hits.html").read_text()
