@@ -111,14 +111,15 @@ def _lat(key: str, raw: bool = False) -> Callable[[Row], str]:
 
 def _half(value: Any, iv: Any) -> str:
     """Where an interval ends, in percent of the value (the "+-%" of a figure): "10" when
-    both ends lie as far from it, else both ends, "-16/+318" (the intervals are a median's,
-    often lopsided: "+-167" would read as running below zero)."""
+    both ends lie as far from it (within a point), else both ends, "-16/+318" (the intervals
+    are a median's, often lopsided: "+-167" would read as running below zero)."""
     if not iv or value is None or float(value) <= 0 or None in iv:
         return "-"
     v = float(value)
     below, above = 100.0 * (float(iv[0]) - v) / v, 100.0 * (float(iv[1]) - v) / v
-    if f"{-below:.0f}" == f"{above:.0f}":
-        return f"{above:.0f}"
+    down, up = round(-below), round(above)
+    if down >= 0 and up >= 0 and abs(down - up) <= 1:  # as far within a point: "1", not "-0/+1"
+        return str(max(down, up))
     return f"{below:+.0f}/{above:+.0f}"
 
 
