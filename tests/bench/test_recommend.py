@@ -246,13 +246,16 @@ def test_the_headline_ratio_is_against_the_best_alternative_not_the_slowest() ->
 
 def test_the_stated_rule_is_the_rule_the_intervals_apply() -> None:
     """The words say "ahead by more than 10% in at least N of M rounds": ahead in exactly N
-    rounds decides, in N - 1 it does not; "no more than K rounds beyond 10% either way" is
+    rounds decides, in N - 1 it does not; "no more than K rounds beyond 10% on each side" is
     equivalent with K such rounds, not with K + 1."""
     for m in (10, 20):
         b = [1.0] * m
         (words,) = {x.rule for x in recommend([rec("a", scaled(1, m)), rec("b", scaled(1, m))])}
         need, of = map(int, re.search(r"in at least (\d+) of (\d+) paired rounds", words).groups())  # type: ignore[union-attr]
-        k = int(re.search(r"no more than (\d+) of \d+ rounds beyond", words).group(1))  # type: ignore[union-attr]
+        # per side, and the words say so ("either way" read as 5 in all, not 5 on each side)
+        k = int(
+            re.search(r"no more than (\d+) of \d+ rounds beyond 10% on each side", words).group(1)
+        )  # type: ignore[union-attr]
         assert of == m
 
         def outcome(fast: int, slow: int, near: int = 0, b: list[float] = b) -> str:

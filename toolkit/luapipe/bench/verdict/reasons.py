@@ -145,7 +145,7 @@ def rule(rounds: int, margin_pct: float) -> str:
         f"margin +-{m}: a form is ahead of another when the interval of its advantage lies "
         f"beyond {up:.3g}x (ahead by more than {m} in at least {need} of {rounds} paired "
         f"rounds), equivalent when it lies within {1 / up:.3g}x to {up:.3g}x (no more than "
-        f"{k - 1} of {rounds} rounds beyond {m} either way), inconclusive otherwise; "
+        f"{k - 1} of {rounds} rounds beyond {m} on each side), inconclusive otherwise; "
         f"{method_text(rounds)}"
     )
 
@@ -162,7 +162,7 @@ def rule_at(rounds: int, margin_pct: float) -> str:
     ends = "the whole range" if k == 1 else f"the {k}th smallest to the {k}th largest"
     return (
         f"{rounds} rounds: ahead by more than {m} in {ahead} paired rounds, equivalent with no "
-        f"more than {k - 1} of them beyond {m} either way ({ends}: {covered:.1%})"
+        f"more than {k - 1} of them beyond {m} on each side ({ends}: {covered:.1%})"
     )
 
 
