@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,19 @@ def test_csv_starts_with_redis_benchmark_columns(tmp_path: Path) -> None:
         "max_latency_ms",
     ]
     assert header == list(CSV_COLUMNS)
+
+
+def test_csv_rows_say_which_keys_and_how_many_calls_in_flight(tmp_path: Path) -> None:
+    """The demo's CSV had two reserve_stock naive rows at RTT 0, one of 1 client on spread
+    keys, one of 4 on one hot key: nothing in the file said which was hot (nor --tasks)."""
+    hot = record(clients=4, contention="hot", invariant_ok=False, lost_updates=9)
+    write_csv(result(record(), hot, record(form="auto script", tasks=8)), tmp_path / "r.csv")
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert [(r["contention"], r["tasks"]) for r in rows] == [
+        ("spread", "1"), ("hot", "1"), ("spread", "8")
+    ]  # fmt: skip
+    assert rows[1]["test"] == "op naive rtt=0.25ms c=4 hot"
+    assert rows[1]["lost_updates"] == "9"
 
 
 def test_table_shows_missing_percentiles_and_failed_invariants() -> None:
