@@ -24,8 +24,8 @@ NOWHERE = "redis://127.0.0.1:1/0"
 def _usage_error(res: Result, *fragments: str) -> None:
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output
-    error = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
-    assert len(error) == 1, res.output
+    error = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(error) == 1 and error[0].startswith("error: "), res.output
     for fragment in fragments:
         assert fragment in error[0], error[0]
 

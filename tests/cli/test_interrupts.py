@@ -5,6 +5,7 @@ its own is reported as such, with how it stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -140,5 +141,127 @@ def test_a_private_server_that_dies_on_its_own_is_reported_as_such(tmp_path: Pat
     assert lines[-1] == (
         f"error: the private redis-server on {address} (pid {pid}) stopped on its own "
         "(killed by signal 9, SIGKILL) during the run, which stopped there"
+    ), lines
+    assert not any("Traceback" in ln for ln in lines), lines
+
+
+def test_an_interrupt_while_the_delay_proxy_starts_stops_it() -> None:
+    """Ctrl-C while the proxy process was still starting (it imports luapipe, ~0.5 s) left
+    it running: start() raised before the caller held the proxy, and the one line said
+    "could not stop the delay proxy (pid N)". start() stops it itself, as the private
+    server's start does."""
+    from luapipe.bench import running
+    from luapipe.bench.rttproxy import RttProxy
+
+    seen: list[str] = []
+
+    def interrupt_once_started() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            seen[:] = [w for w in running.now() if "delay proxy" in w]
+            if seen:
+                os.kill(os.getpid(), signal.SIGINT)  # the main thread waits for its banner
+                return
+            time.sleep(0.001)
+
+    proxy = RttProxy("127.0.0.1", 1)
+    threading.Thread(target=interrupt_once_started, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            proxy.start()
+            time.sleep(30)  # not reached when the interrupt lands inside start()
+        assert seen, "the proxy never started"
+        pid = int(RUNNING.findall(seen[0])[0])
+        assert _gone(pid) and not [w for w in running.now() if "delay proxy" in w], seen
+    finally:
+        proxy.stop()  # (what the planted bug leaves running)
+
+
+#: ``luapipe ARGS`` with a Ctrl-C that lands in the first fork's after-fork hooks (Python
+#: runs logging's lock release there, where an exception is "ignored"), where a terminal's
+#: Ctrl-C lands now and then
+FORK_CTRL_C = """
+import os, signal, sys
+fired = []
+def ctrl_c():
+    if not fired:
+        fired.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+os.register_at_fork(after_in_parent=ctrl_c)
+from luapipe.cli import main
+main(sys.argv[1:], prog_name="luapipe")
+"""
+
+
+@pytest.mark.parametrize(
+    ("forked", "args"),
+    [
+        ("2 benchmark workers", ["--clients", "2", "--no-bystander"]),
+        ("the bystander probe", ["--clients", "1"]),
+    ],
+)
+def test_a_ctrl_c_while_forking_is_not_lost(forked: str, args: list[str], tmp_path: Path) -> None:
+    """The KeyboardInterrupt raised inside a fork hook was printed as "Exception ignored
+    in: <function _releaseLock>" and lost; the handler had already set both signals to be
+    ignored, so the benchmark ran to its end and exited 0, deaf to Ctrl-C and SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    cmd = [sys.executable, "-c", FORK_CTRL_C, "bench", "--duration", "60", "--warmup", "0",
+           "--rounds", "1", *args]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=40)
+    except subprocess.TimeoutExpired:  # deaf: stop it and its forks (its process group),
+        os.killpg(proc.pid, signal.SIGKILL)  # then its server, by the pid it printed
+        _, err = proc.communicate()
+        for pid in RUNNING.findall(err):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+    lines = err.splitlines()
+    assert proc.returncode == 130, lines
+    assert not any("Traceback" in ln or "ignored" in ln for ln in lines), lines
+    assert lines[-1].startswith("error: interrupted by Ctrl-C (SIGINT); stopped the private")
+    assert forked in lines[-1], lines
+    for pid in RUNNING.findall(lines[-1]):
+        assert _gone(int(pid)), (pid, lines[-1])
+
+
+def _children(pid: int) -> dict[int, str]:
+    """{pid: command line} of the processes whose parent is ``pid``."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                out[int(stat.parent.name)] = cmdline.decode(errors="replace")
+    return out
+
+
+def test_a_delay_proxy_that_dies_on_its_own_is_reported_as_such(tmp_path: Path) -> None:
+    """The proxy killed during a timed slice: every call through it failed, each slice
+    waited out its probe's patience, and the final calibration wrote to the dead proxy's
+    pipe; the BrokenPipeError was taken for output piped into `head`: exit 0, nothing
+    printed, no table. Now the run stops at the next slice and says what stopped, as it
+    does for the private server."""
+    run = Luapipe("bench", "--rtt", "0.5", "--duration", "60", "--rounds", "20",
+                  "--warmup", "0", "--no-bystander", cwd=tmp_path)  # fmt: skip
+    server = 0
+    try:
+        server = int(RUNNING.findall(run.wait_for("started a private redis-server"))[0])
+        run.wait_for("rtt=0.5")
+        proxies = [p for p, cmd in _children(run.proc.pid).items() if "rttproxy" in cmd]
+        assert len(proxies) == 1, _children(run.proc.pid)
+        os.kill(proxies[0], signal.SIGKILL)
+        exit_code, lines = run.finish(timeout=90)
+    finally:
+        run.kill()
+        if server and not _gone(server):  # killed with luapipe (the planted bug): stop it
+            os.kill(server, signal.SIGTERM)
+    assert exit_code == 1, lines
+    assert lines[-1] == (
+        f"error: the delay proxy (pid {proxies[0]}) stopped on its own (killed by signal 9, "
+        "SIGKILL) during the run, which stopped there"
     ), lines
     assert not any("Traceback" in ln for ln in lines), lines

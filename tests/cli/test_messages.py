@@ -207,6 +207,12 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
             ["deploy", "--url", "redis://:Hunter2Hunter2#frag@127.0.0.1:7702/0"],
             "error: invalid --url redis://:***@127.0.0.1:7702/0: the password holds '#'",
         ),
+        (  # a raw "&" in a ?password=: the rest read as an option redis-py does not know
+            ["scripts", "status", "--url", "redis://127.0.0.1:7702/0?password=x&Hunter2Hunter2=y"],
+            "error: invalid --url redis://127.0.0.1:7702/0?password=***: redis-py does not know "
+            "an option in the URL's query; a password holding & = # or a space goes "
+            "percent-encoded in it (urllib.parse.quote(password, safe=''))",
+        ),
         (
             ["bench", "--url", "redis://bob:S3cretPassw0rd/xyz@127.0.0.1:7702/0"],
             "error: invalid --url redis://bob:***@127.0.0.1:7702/0: the password holds '/'",
@@ -218,8 +224,8 @@ def test_the_readme_says_how_to_start_a_redis_and_it_works(tmp_path: Path) -> No
         ),
         (
             ["demo", "--url", "unix:///tmp/redis.sock"],
-            "error: invalid --url unix:///tmp/redis.sock: a Redis URL starts with redis:// or "
-            "rediss://",
+            "error: invalid --url unix:///tmp/redis.sock: a Redis URL starts with redis:// "
+            "(e.g. redis://127.0.0.1:6379/0)",
         ),
         (
             ["verify", "reserve_stock", "--url", "redis://h:1/0?sockettimeout=1"],
@@ -272,3 +278,35 @@ def test_an_argument_from_a_file_or_stdin(
     assert res.exit_code == 0 and res.output == '["x", 307200, 2]\n', res.output
     res = CliRunner().invoke(main, [*base, "-k", "k", "--arg-file", str(tmp_path / "none")])
     assert res.exit_code == 2 and "none" in res.output
+
+
+def test_output_piped_into_head_ends_quietly_and_another_broken_pipe_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`luapipe scripts list | head -1` exits 0 without a word; but a BrokenPipeError from a
+    pipe or socket of luapipe's own (the delay proxy's control pipe, once the proxy died)
+    was taken for that too: exit 0, nothing printed, the run's result lost."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before luapipe writes its first line
+    done = subprocess.run(
+        [sys.executable, "-m", "luapipe", "scripts", "list"],
+        stdout=write, stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+
+    import luapipe.scripts.registry
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(luapipe.scripts.registry.ScriptRegistry, "from_directory", broken)
+    res = CliRunner().invoke(main, ["scripts", "list"])
+    assert res.exit_code == 1, res.output
+    assert res.output == (
+        "error: a pipe or connection luapipe was writing to was closed ([Errno 32] Broken pipe)\n"
+    )

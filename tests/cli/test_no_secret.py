@@ -279,6 +279,37 @@ def test_a_url_given_where_a_client_is_expected_is_shown_masked() -> None:
         assert "LongPlain" not in str(info.value)
 
 
+def test_run_bench_refuses_a_bad_url_before_connecting_and_says_nothing_ran(
+    guarded: ServerProcess,
+) -> None:
+    """The library's run_bench takes a URL: a raw "/" in its password raised urllib's own
+    ValueError, "Port could not be cast to integer value as 'S3cretPassw0rd'" (the issue's
+    first leak, in any traceback); a refused connection read "lost after the request was
+    sent; outcome unknown". Now the words of every command, and no piece of the password
+    in the message, its repr or the traceback Python would print."""
+    import traceback
+
+    import luapipe
+    from luapipe.bench.workloads import PingWorkload
+    from luapipe.errors import ConnectionFailed, OutcomeUnknown
+
+    config = luapipe.BenchConfig(duration_s=0.05, warmup_s=0, rounds=1, bystander=False)
+    enc = quote(ALL_OF_THEM, safe="")
+    cases = {
+        f"redis://bob:{ALL_OF_THEM}@127.0.0.1:{guarded.port}/0": "the password holds",
+        f"redis://bob:{enc}@127.0.0.1:{guarded.port}/0": "authentication failed at redis://bob",
+        f"redis://bob:{enc}@127.0.0.1:{free_port()}/0": "cannot connect to Redis at redis://bob",
+    }
+    for url, said in cases.items():
+        with pytest.raises(ConnectionFailed) as info:
+            luapipe.run_bench(url, [PingWorkload()], config)
+        assert not isinstance(info.value, OutcomeUnknown), info.value
+        assert said in str(info.value), info.value
+        printed = "".join(traceback.format_exception(info.value))
+        for text in (str(info.value), repr(info.value), printed):
+            assert_no_secret(text, ALL_OF_THEM, url)
+
+
 def test_no_secret_in_a_benchmark_its_reports_and_error_samples(
     guarded: ServerProcess, tmp_path: Path
 ) -> None:

@@ -10,10 +10,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 import redis
+from click.testing import CliRunner
 
+from luapipe.bench.cluster import EmbeddedCluster
 from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
+from luapipe.cli import main
 
 from .urlcommands import invoke, prepare, url_commands
 
@@ -171,3 +175,132 @@ def test_a_hang_up_reads_the_same_whenever_it_is_noticed(sent: bool) -> None:
     }
     assert len(said) == 1, said
     assert "the server closed the connection" in said.pop()
+
+
+def _every_command() -> list[tuple[str, click.Command]]:
+    found = []
+
+    def walk(cmd: click.Command, path: tuple[str, ...]) -> None:
+        found.append((" ".join(path), cmd))
+        if isinstance(cmd, click.Group):
+            for name, sub in sorted(cmd.commands.items()):
+                walk(sub, (*path, name))
+
+    walk(main, ())
+    return found
+
+
+@pytest.mark.parametrize(("path", "cmd"), _every_command(), ids=lambda p: str(p) or "luapipe")
+def test_a_usage_error_is_one_line_in_every_command(path: str, cmd: click.Command) -> None:
+    """README: "Errors are one line on stderr ... (2 for usage errors)". click's own usage
+    error was three (Usage:, Try '... --help', Error: ...), for an unknown option, a bad
+    value, a missing argument or file: one line now, naming where the help is."""
+    res = CliRunner().invoke(main, [*path.split(), "--no-such-option"], prog_name="luapipe")
+    assert res.exit_code == 2, res.output
+    help_of = f"luapipe {path}".strip()
+    assert res.output == f"error: No such option '--no-such-option'. (see {help_of} --help)\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["nosuch"], "error: No such command 'nosuch'. (see luapipe --help)"),
+        (["scripts", "call"], "error: Missing argument 'NAME'. (see luapipe scripts call --help)"),
+        (
+            ["bench", "--rtt", "x"],
+            "error: Invalid value for '--rtt': 'x' is not a number of milliseconds (see "
+            "luapipe bench --help)",
+        ),
+        (
+            ["scripts", "call", "one", "--arg-file", "/nonexistent/file"],
+            "error: Invalid value for '--arg-file': '/nonexistent/file': No such file or "
+            "directory (see luapipe scripts call --help)",
+        ),
+        (
+            ["deploy", "--check", "--prune", "--dir", "."],
+            "error: --check, --prune and --rollback go one at a time (see luapipe deploy --help)",
+        ),
+    ],
+)
+def test_other_usage_errors_are_one_line_too(args: list[str], said: str) -> None:
+    res = CliRunner().invoke(main, args, prog_name="luapipe")
+    assert (res.exit_code, res.output) == (2, said + "\n")
+
+
+def test_verify_says_an_acl_refusal_instead_of_a_mismatch(
+    tmp_path: Path, guarded: ServerProcess
+) -> None:
+    """A user who may run all but FUNCTION: verify reported "MISMATCH ... naive and
+    function disagree ... function: error 'PermissionDenied'" (exit 1), as if the forms
+    disagreed, naming neither the address nor the command. A refusal is not an outcome of
+    the operation: it is the one line every command prints for it."""
+    admin = redis.Redis(port=guarded.port, password="the-server-password")
+    admin.acl_setuser(
+        "nofunction", enabled=True, passwords=["+nofunction-pw"], keys=["~*"],
+        commands=["+@all", "-function"],
+    )  # fmt: skip
+    admin.close()
+    url = f"redis://nofunction:nofunction-pw@127.0.0.1:{guarded.port}/0"
+    code, line = _lines("verify", tmp_path, url)
+    assert code == 1
+    assert line.startswith(
+        f"error: permission denied at 127.0.0.1:{guarded.port}: the ACL user may not run "
+        "FUNCTION LOAD (NOPERM"
+    ), line
+
+
+def test_a_node_that_stops_answering_verify_s_library_snapshot_is_named(
+    redis_server: ServerProcess,
+) -> None:
+    """verify and bench read the function library on every primary first, with raw
+    redis-py commands: a node that stopped answering surfaced as redis-py's bare
+    TimeoutError, which the CLI reported at the URL it was given (a cluster's seed, not the
+    node) as "timed out after the request was sent; outcome unknown". Now luapipe's error,
+    naming the node, as every command names one it cannot reach."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    import luapipe
+    from luapipe.operations.libraries import snapshot_library
+
+    from ..conftest import EXAMPLES_DIR
+    from ..drivers import stopped
+
+    op = luapipe.load_operation(EXAMPLES_DIR / "operations" / "reserve_stock.toml")
+    client = redis.Redis(
+        host="127.0.0.1", port=redis_server.port, socket_timeout=0.25, retry=Retry(NoBackoff(), 0)
+    )
+    client.ping()
+    with stopped(redis_server.pid, at_most=10), pytest.raises(luapipe.ConnectionFailed) as info:
+        snapshot_library(op, client)
+    assert str(info.value) == (
+        f"cannot connect to Redis at 127.0.0.1:{redis_server.port}: Timeout reading from socket"
+    )
+    assert isinstance(info.value, redis.TimeoutError)
+    client.close()
+
+
+def test_an_acl_refusal_on_a_cluster_reads_the_same_in_every_command(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    """A user who may not run COMMAND (which redis-py's cluster client sends first): every
+    command said "permission denied at redis://pinger:***@HOST:PORT/0" but bench, which
+    checked the node alone and then met the refusal building its cluster client, said
+    "permission denied at HOST:PORT"."""
+    nodes = [redis.Redis(port=p) for p in cluster.ports]
+    for node in nodes:
+        node.acl_setuser(
+            "pinger", enabled=True, passwords=["+pinger-pw"], keys=["~*"],
+            commands=["-@all", "+ping", "+info", "+hello", "+auth", "+client", "+cluster"],
+        )  # fmt: skip
+    try:
+        url = f"redis://pinger:pinger-pw@127.0.0.1:{cluster.ports[0]}/0"
+        seen = {path: _lines(path, tmp_path, url) for path in COMMANDS}
+    finally:
+        for node in nodes:
+            node.acl_deluser("pinger")
+            node.close()
+    assert len(set(seen.values())) == 1, seen
+    code, line = seen[COMMANDS[0]]
+    assert code == 1 and "permission denied at redis://pinger:***@127.0.0.1:" in line, line
+    assert "may not run COMMAND" in line and "pinger-pw" not in line

@@ -113,6 +113,25 @@ def test_a_certificate_that_fails_verification_says_so(
     assert "ssl_ca_certs=" in res.output and "TLS enabled" not in res.output
 
 
+def test_a_client_key_or_certificate_that_cannot_be_read_says_so(
+    tls_server: TlsServer, tmp_path: Path
+) -> None:
+    """A missing ssl_keyfile, or an encrypted one with the wrong ssl_password, failed before
+    any byte reached the server, and the hint asked "is TLS enabled on that port?"."""
+    _openssl("pkcs8", "-topk8", "-in", str(tls_server.ca.with_name("server.key")),
+             "-passout", "pass:Right/Key#Pass", "-out", "encrypted.key", cwd=tmp_path)  # fmt: skip
+    crt = tls_server.ca.with_name("server.crt")
+    for query in (
+        f"&ssl_certfile={crt}&ssl_keyfile={tmp_path / 'none.key'}",
+        f"&ssl_certfile={crt}&ssl_keyfile={tmp_path / 'encrypted.key'}&ssl_password=Wrong%2FKey",
+    ):
+        url = _tls_url(tls_server) + query
+        res = CliRunner().invoke(main, ["scripts", "status", "--dir", str(tmp_path), "--url", url])
+        assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1, res.output
+        assert "TLS enabled" not in res.output and "Wrong" not in res.output, res.output
+        assert "could not read a certificate or key file the URL names" in res.output
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -156,6 +175,34 @@ def test_least_privilege_acl_user_can_deploy_and_call(
     assert reg.call(client, "counted", keys=["acl"]) == 1
     with reg.pipeline(client, transaction=True) as pipe:
         assert pipe.call("counted", keys=["acl"]).execute() == [2]
+
+
+def test_bench_and_demo_refuse_tls_in_one_line_before_starting(
+    tls_server: TlsServer, tmp_path: Path
+) -> None:
+    """The benchmark never worked over TLS: its counting connection took no ssl_* option (a
+    traceback after the warm-ups), and its PING probes and delay calibration speak plain TCP
+    (a reset retried for minutes, then "Connection reset by peer"). Refused up front, in
+    the words of a usage error, until it does; the library's run_bench too."""
+    import luapipe
+    from luapipe.bench.workloads import PingWorkload
+
+    url = _tls_url(tls_server, "deployer", "deploy-pw")
+    for args in (
+        ["bench", "--duration", "0.05", "--warmup", "0", "--rounds", "1", "--no-bystander"],
+        ["demo", "--duration", "0.01", "--out", str(tmp_path / "demo")],
+    ):
+        res = CliRunner().invoke(main, [*args, "--url", url])
+        assert res.exit_code == 2, res.output
+        assert res.output == (
+            f"error: invalid --url rediss://deployer:***@127.0.0.1:{tls_server.tls_port}/0"
+            f"?ssl_ca_certs={tls_server.ca}: the benchmark measures plain TCP (its PING probes "
+            "and delay proxy do not speak TLS): give it a redis:// URL of a port without TLS\n"
+        )
+    assert not (tmp_path / "demo").exists()
+    config = luapipe.BenchConfig(duration_s=0.05, warmup_s=0, rounds=1, bystander=False)
+    with pytest.raises(luapipe.LuapipeError, match="the benchmark measures plain TCP"):
+        luapipe.run_bench(url, [PingWorkload()], config)
 
 
 def test_user_without_script_load_gets_a_clear_error(tls_server: TlsServer, tmp_path: Path) -> None:

@@ -100,6 +100,20 @@ def test_marker_without_a_backend_fixture_is_a_clear_error(tmp_path: Path) -> No
     assert "needs a fixture that follows the backend" in done.stdout + done.stderr
 
 
+def test_an_invalid_luapipe_url_is_one_usage_line_without_the_password(tmp_path: Path) -> None:
+    """--luapipe-url with a raw "/" in its password: the fixture parsed it and pytest's
+    traceback printed urllib's frame, netloc='bob:S3cretPassw0rd', and its message, "Port
+    could not be cast to integer value as 'S3cretPassw0rd'" (issue 16). Now a usage error
+    before any test runs, the URL shown as every luapipe message shows it."""
+    (tmp_path / "test_x.py").write_text("def test_x(luapipe_redis):\n    pass\n")
+    url = "redis://bob:S3cretPassw0rd/xyz@127.0.0.1:7702/0"
+    done = inner_pytest(tmp_path, "-q", "--luapipe-url", url)
+    out = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, out
+    assert "--luapipe-url redis://bob:***@127.0.0.1:7702/0: the password holds '/'" in out
+    assert "S3cret" not in out and "Passw0rd" not in out and "Traceback" not in out
+
+
 def test_example_app_tests_pass_with_the_plugin() -> None:
     app = ROOT / "examples" / "app"
     if not (app / "tests").is_dir():

@@ -229,6 +229,21 @@ def test_report_turns_a_template_failure_into_one_line(
     )
 
 
+def test_report_checks_where_it_writes_before_rendering_anything(tmp_path: Path) -> None:
+    """An --html in a directory that cannot be made: the table was printed and the CSV
+    written, then "error: /proc/nope: No such file or directory" (bench checks first)."""
+    src = tmp_path / "results.json"
+    write_json(result(record()), src)
+    csv = tmp_path / "o.csv"
+    args = ["report", str(src), "--csv", str(csv), "--html", "/proc/nope/o.html"]
+    run = CliRunner().invoke(main, args)
+    assert run.exit_code == 1 and run.stdout == "" and not csv.exists(), run.output
+    assert run.stderr == (
+        "error: /proc/nope/o.html: cannot write it: directory /proc/nope does not exist "
+        "(create it first)\n"
+    )
+
+
 def test_charts_follow_the_dimensions_measured() -> None:
     one = render_html(result(record(), record(form="script", rtt_ms_nominal=1.0)))
     assert "throughput vs RTT" in one and "throughput vs clients" not in one

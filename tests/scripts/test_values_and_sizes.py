@@ -4,11 +4,13 @@ the server's proto-max-bulk-len before the write. Both flavours (the ``driver`` 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+from luapipe import load_operation
 from luapipe.bench.server import ServerProcess
 from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown
 from luapipe.scripts.registry import ScriptRegistry
@@ -16,6 +18,7 @@ from luapipe.scripts.script import LuaScript
 from luapipe.wire.limits import DEFAULT_LIMIT, limit_steps
 from luapipe.wire.replies import ReplyError
 
+from ..conftest import EXAMPLES_DIR
 from ..drivers import Driver, drained, stopped, warmed
 
 STORE = LuaScript.from_source(
@@ -24,6 +27,8 @@ STORE = LuaScript.from_source(
     "redis.call('SET', KEYS[1], ARGV[1])\nreturn string.len(ARGV[1])\n",
 )
 MB = 1024 * 1024
+TOKEN = load_operation(EXAMPLES_DIR / "operations" / "update_token.toml")
+TOKEN_ARGS = {"token": "t", "user": "alice", "item": "", "now": 1}
 
 
 @pytest.fixture
@@ -76,6 +81,55 @@ def test_a_pipeline_refuses_a_bad_value_when_it_is_queued(
     assert r.get("before") == b"1" and r.exists("bad", "k") == 0
 
 
+class Status(enum.IntEnum):
+    OK = 1
+
+
+def test_an_int_subclass_is_refused_when_queued_or_called(
+    driver: Driver, redis_server: ServerProcess, r: redis.Redis
+) -> None:
+    """An IntEnum is an int, but redis-py cannot send it: with hiredis the sync packer
+    refuses it without naming anything ("A tuple item must be str, int, float or bytes."),
+    at execute() for a pipeline, dropping what was queued; the asyncio encoder sends its
+    repr, '<Status.OK: 1>'. Refused by name when called or queued, in both flavours."""
+    client = driver.redis(redis_server.port)
+    reg = ScriptRegistry([STORE])
+    with pytest.raises(CallArgumentError, match=r"script 'store': args\[0\] \(value\) is <Sta"):
+        driver.run(reg.call(client, "store", keys=["k"], args=[Status.OK]))
+    pipe = reg.pipeline(client)
+    pipe.set("before", 1)
+    with pytest.raises(CallArgumentError, match=r"pipeline command SET: args\[1\] is <Status"):
+        pipe.set("bad", Status.OK)
+    pipe.incr("after")
+    assert driver.run(pipe.execute()) == [True, 1]
+    assert r.exists("k", "bad") == 0 and r.get("before") == b"1"
+    assert driver.run(reg.call(client, "store", keys=["k"], args=[int(Status.OK)])) == 1
+
+
+def test_a_big_value_of_a_str_or_bytes_subclass_is_refused_too(
+    driver: Driver, redis_server: ServerProcess, small_bulk: redis.Redis
+) -> None:
+    """The cheap look for big values compared classes exactly: a str subclass of 1 MB
+    went out unchecked and the server reset the connection."""
+
+    class Text(str):
+        pass
+
+    class Blob(bytes):
+        pass
+
+    client = driver.redis(redis_server.port)
+    reg = ScriptRegistry([STORE])
+    for big in (Text("x" * (MB + 1)), Blob(b"x" * (MB + 1))):
+        with pytest.raises(CallArgumentError, match=r"args\[0\] \(value\) is 1,048,577 bytes"):
+            driver.run(reg.call(client, "store", keys=["k"], args=[big]))
+        pipe = reg.pipeline(client)
+        pipe.set("queued", 1).set("plain", big)
+        with pytest.raises(CallArgumentError, match=r"pipeline command SET: args\[1\] is 1,"):
+            driver.run(pipe.execute())
+    assert small_bulk.exists("k", "queued", "plain") == 0
+
+
 def test_an_argument_over_proto_max_bulk_len_is_refused_before_sending(
     driver: Driver, redis_server: ServerProcess, small_bulk: redis.Redis
 ) -> None:
@@ -108,6 +162,31 @@ def test_an_argument_over_proto_max_bulk_len_is_refused_before_sending(
     assert driver.run(reg.call(client, "store", keys=["exact"], args=[exact])) == MB
     with pytest.raises(CallArgumentError, match=r"is 1,048,578 bytes"):
         driver.run(reg.call(client, "store", keys=["exact"], args=[exact + "é"]))
+
+
+def test_every_form_of_an_operation_refuses_an_argument_over_the_limit(
+    driver: Driver, redis_server: ServerProcess, small_bulk: redis.Redis
+) -> None:
+    """op.run's naive, pipelined and transaction forms sent the value and read the reset
+    as "outcome unknown" (naive, pipelined) or "failed while sending" (transaction): the
+    issue's own complaint about pipelines. Every form refuses it first, naming the
+    operation's argument, and nothing is written."""
+    client = driver.redis(redis_server.port)
+    keys = {"login": "l", "recent": "r", "viewed": "v", "item_views": "iv"}
+    big = "u" * (MB + 1)
+    for form in TOKEN.forms:
+        with pytest.raises(CallArgumentError) as info:
+            driver.run(TOKEN.run(client, form, keys=keys, args={**TOKEN_ARGS, "user": big}))
+        said = str(info.value)
+        named = "args[1] is" if form == "function" else "args[1] (user) is"  # no header there
+        assert f"{named} 1,048,577 bytes, more than the proto-max-bulk-len" in said
+        assert "nothing was sent" in said and ("update_token" in said), said
+        assert small_bulk.dbsize() == 0, form
+    for form in TOKEN.forms:  # exactly the limit goes through
+        args = {**TOKEN_ARGS, "user": "u" * MB}
+        assert not driver.run(TOKEN.run(client, form, keys=keys, args=args))
+        assert len(small_bulk.hget("l", "t") or b"") == MB, form
+        small_bulk.delete("l")
 
 
 def test_where_config_is_not_allowed_the_default_limit_applies(

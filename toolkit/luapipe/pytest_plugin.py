@@ -28,10 +28,11 @@ import redis
 import redis.asyncio
 
 from luapipe.bench.server import EmbeddedRedis, ServerProcess
-from luapipe.errors import LuapipeError
+from luapipe.errors import LuapipeError, printable_url
 from luapipe.scripts.loader import discover
 from luapipe.scripts.registry import ScriptRegistry, bundled_scripts_dir
 from luapipe.scripts.script import LuaScript
+from luapipe.wire.connect import url_problem
 
 __all__ = ["Chaos", "RunCounts", "ScriptRuns", "find_scripts_dir", "is_active"]
 
@@ -56,6 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{BOTH}: run the test on a real redis-server and on fakeredis"
     )
+    url = config.getoption("--luapipe-url", None)
+    problem = url_problem(url) if url else None
+    if problem is not None:  # before a fixture parses it (urllib quotes a piece of it)
+        raise pytest.UsageError(f"--luapipe-url {printable_url(url)}: {problem}")
     _ACTIVE.append(config)
 
 

@@ -251,9 +251,10 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
         for plan in plans:
             mine, theirs = ctx.Pipe(duplex=True)
             p = ctx.Process(target=_worker_main, args=(workload, plan, theirs), daemon=True)
-            p.start()
-            theirs.close()
-            procs.append((p, mine))
+            with running.forking():  # an interrupt meanwhile: raised once p is in procs
+                p.start()
+                theirs.close()
+                procs.append((p, mine))
         early: dict[int, WorkerResult | str] = {}
         for n, (p, conn) in enumerate(procs):  # each says "ready", or why it cannot run
             said = _receive(p, conn, READY_TIMEOUT_S)
@@ -347,9 +348,15 @@ class Bystander:
         ctx = mp.get_context("fork")
         self._ctl, child = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(target=_bystander_main, args=(url, interval_s, child), daemon=True)
-        self._proc.start()
-        self._token: int | None = running.started(f"the bystander probe (pid {self._proc.pid})")
-        child.close()
+        self._token: int | None = None
+        try:
+            with running.forking():  # an interrupt meanwhile: raised once it is recorded
+                self._proc.start()
+                self._token = running.started(f"the bystander probe (pid {self._proc.pid})")
+                child.close()
+        except BaseException:  # the caller does not hold the probe yet: stop it here
+            self.kill()
+            raise
 
     def begin(self) -> None:
         self._ctl.send("go")

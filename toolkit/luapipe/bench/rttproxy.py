@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -29,6 +30,7 @@ from types import TracebackType
 
 from luapipe.bench import running
 from luapipe.bench.calibrate import Calibration, calibrate, measure_ping, measure_ping_rtt_us
+from luapipe.errors import LuapipeError
 
 __all__ = ["Calibration", "RttProxy", "calibrate", "measure_ping", "measure_ping_rtt_us"]
 
@@ -253,7 +255,11 @@ class RttProxy:
         )
         self._token = running.started(f"the delay proxy (pid {self._proc.pid})")
         assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
+        try:
+            line = self._proc.stdout.readline().split()
+        except BaseException:  # Ctrl-C or SIGTERM while it starts: the caller does not
+            self.stop()  # hold the proxy yet, so nothing else would stop it
+            raise
         if len(line) != 3 or line[0] != "listening":
             self.stop()
             raise RuntimeError("rtt proxy did not start")
@@ -265,6 +271,23 @@ class RttProxy:
     def pid(self) -> int:
         assert self._proc is not None, "proxy not started"
         return self._proc.pid
+
+    def check(self) -> None:
+        """Raise a one-line :class:`~luapipe.errors.LuapipeError` if the proxy stopped on
+        its own (killed, crashed): every call through it would fail from then on."""
+        proc = self._proc
+        status = proc.poll() if proc is not None else None
+        if proc is None or status is None:
+            return
+        how = f"exit status {status}"
+        if status < 0:
+            how = f"killed by signal {-status}"
+            with contextlib.suppress(ValueError):
+                how += f", {signal.Signals(-status).name}"
+        raise LuapipeError(
+            f"the delay proxy (pid {proc.pid}) stopped on its own ({how}) during the run, "
+            "which stopped there"
+        )
 
     def set_delay(self, rtt_ms: float) -> None:
         """Hold chunks ``rtt_ms / 2`` in each direction from now on."""

@@ -56,6 +56,7 @@ from luapipe.bench.topology import (
 )
 from luapipe.bench.workloads import Workload
 from luapipe.errors import LuapipeError, printable_url, translate
+from luapipe.wire.connect import client_from_url
 
 __all__ = ["BenchConfig", "Part", "Progress", "retarget", "run_bench"]
 
@@ -87,6 +88,14 @@ class BenchConfig:
 Part = tuple[Sequence[Workload], BenchConfig]
 
 
+#: why a ``rediss://`` URL is refused (its client connections could speak TLS; the PING
+#: probes, the calibration and the counting connection do not)
+NO_TLS = (
+    "the benchmark measures plain TCP (its PING probes and delay proxy do not speak TLS): "
+    "give it a redis:// URL of a port without TLS"
+)
+
+
 @dataclass(frozen=True)
 class Progress:
     done: int
@@ -104,6 +113,7 @@ class _Run:
         self.parts = [(list(ws), cfg) for ws, cfg in parts]
         self.workloads = [w for ws, _ in self.parts for w in ws]
         self.url, self.config = url, self.parts[0][1]
+        self.proxy: RttProxy | None = None  # the delay proxy, while one runs
         self.node_admin = redis.Redis.from_url(url, socket_timeout=60)
         refuse_fake(self.node_admin)
         self.events = Events()
@@ -181,6 +191,8 @@ class _Run:
         """One form for ``seconds``. Every form of a round draws the same keys and arguments
         (seed + round): their figures pair; the next round draws others."""
         cfg = self.config
+        if self.proxy is not None:  # a proxy that died fails every call through it
+            self.proxy.check()
         self.retry(lambda: w.reset(self.admin), "reset")
         by = bystander if timed else None
         if by is not None:
@@ -312,10 +324,16 @@ def run_bench(
     Errors of single operations are counted in the records; losing the server itself (it
     stopped answering the harness) raises a :class:`~luapipe.errors.LuapipeError`.
     """
-    if not url.startswith(("redis://", "rediss://")):
+    if url.startswith("rediss://"):
+        raise LuapipeError(f"cannot benchmark {printable_url(url)}: {NO_TLS}")
+    if not url.startswith("redis://"):
         raise LuapipeError(
             f"bench needs a TCP Redis URL (redis://host:port), not {printable_url(url)}"
         )
+    # connected to once, as every command does first: an invalid URL (urllib would quote a
+    # piece of a password holding a raw "/"), a refused connection (nothing ran) or a wrong
+    # password reads as it does everywhere, before anything starts
+    client_from_url(url).close()  # a cluster's client too (its first commands refused)
     try:
         return _run_bench(url, [(workloads, config), *also], progress)
     except redis.RedisError as exc:
@@ -359,6 +377,7 @@ def _measure(run: _Run, url: str) -> BenchResult:
     records: list[Record] = []
     cals: dict[float, Calibration] = {}
     proxy = RttProxy(host, port).start() if any(r > 0 for r in rtts) else None
+    run.proxy = proxy
     try:
         for workloads, cfg in run.parts:
             run.config = cfg
@@ -380,7 +399,12 @@ def _measure(run: _Run, url: str) -> BenchResult:
             direct = run.retry(partial(calibrate, proxy, host, port, 0.0), "calibrate")
             calibrations.insert(0, direct)
             manifest["proxy_spin_us"] = proxy.spin_us
+    except (LuapipeError, redis.RedisError, OSError):
+        if proxy is not None:  # (its control pipe: BrokenPipeError) say so, not the symptom
+            proxy.check()
+        raise
     finally:
+        run.proxy = None
         if proxy is not None:
             proxy.stop()
     return finish(

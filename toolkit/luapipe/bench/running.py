@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["describe", "now", "running", "started", "stopped"]
+__all__ = ["defer_interrupt", "describe", "forking", "now", "running", "started", "stopped"]
 
 _lock = threading.Lock()
 _live: dict[int, str] = {}
@@ -54,3 +55,36 @@ def describe(things: list[str]) -> str:
     if len(things) <= 1:
         return "".join(things)
     return f"{', '.join(things[:-1])} and {things[-1]}"
+
+
+#: forks under way in this process, and what to do before raising an interrupt that
+#: arrived meanwhile (None: none did)
+_forking: dict[str, Any] = {"depth": 0, "pending": None}
+
+
+@contextmanager
+def forking() -> Iterator[None]:
+    """Around a fork and the bookkeeping of what it started: an interrupt that arrives
+    meanwhile is raised once it is done (:func:`defer_interrupt`). Python runs its fork
+    hooks (logging's lock...) where an exception is only reported as "ignored": a
+    KeyboardInterrupt raised there would be lost, and the run would go on to its end."""
+    _forking["depth"] += 1
+    try:
+        yield
+    finally:
+        _forking["depth"] -= 1
+        pending = _forking["pending"]
+        if not _forking["depth"] and pending is not None:
+            _forking["pending"] = None
+            pending()
+            raise KeyboardInterrupt
+
+
+def defer_interrupt(before: Callable[[], object]) -> bool:
+    """For a signal handler about to raise KeyboardInterrupt: True while this process forks
+    (:func:`forking` calls ``before`` and raises it when done; a forked child inherits the
+    state and replaces the handler), else False."""
+    if _forking["depth"]:
+        _forking["pending"] = before
+        return True
+    return False

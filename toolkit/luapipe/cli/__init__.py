@@ -11,6 +11,7 @@ package imports click or prints.
 
 from __future__ import annotations
 
+import select
 import signal
 import sys
 import threading
@@ -21,18 +22,48 @@ import redis.exceptions
 
 from luapipe.bench import running
 from luapipe.cli import bench, operations, scripts
-from luapipe.cli._common import CLUSTER_KEY, URL_KEY, fail
-from luapipe.errors import LuapipeError, printable_url, translate
+from luapipe.cli._common import CLUSTER_KEY, URL_KEY, BadUrl, fail
+from luapipe.errors import LuapipeError, mask_url, printable_url, translate
 
-__all__ = ["LuapipeGroup", "main"]
+__all__ = ["LuapipeGroup", "OneLineUsage", "main"]
+
+
+class OneLineUsage(click.UsageError):
+    """A usage error as one line, like every other error (exit code 2): click's own is
+    three (``Usage: ...``, ``Try '... --help' for help.``, ``Error: ...``)."""
+
+    def show(self, file: Any = None) -> None:
+        where = f" (see {self.ctx.command_path} --help)" if self.ctx is not None else ""
+        click.echo(f"error: {mask_url(self.format_message())}{where}", err=True)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    if isinstance(exc, OneLineUsage | BadUrl | click.exceptions.NoArgsIsHelpError):
+        return exc  # one line already, or the help a bare group prints
+    return OneLineUsage(exc.format_message(), ctx=exc.ctx)
 
 
 class LuapipeGroup(click.Group):
-    """The main group: every command's errors become one masked line and exit code 1."""
+    """The main group: every command's errors become one masked line and exit code 1
+    (usage errors: 2)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the main group's own options
+            raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a command's options and arguments
+            raise _one_line(exc) from None
         except KeyboardInterrupt:
             _interrupted()
         except LuapipeError as exc:
@@ -44,12 +75,27 @@ class LuapipeGroup(click.Group):
         except redis.exceptions.RedisError as exc:  # a library path that did not translate
             url = ctx.meta.get(URL_KEY)
             fail(str(translate(exc, where=printable_url(url) if url else "", sent=True)))
-        except BrokenPipeError:  # output piped into `head`
-            sys.stderr.close()
-            sys.exit(0)
+        except BrokenPipeError as exc:
+            if _stdout_gone():  # output piped into `head`
+                sys.stderr.close()
+                sys.exit(0)
+            # another pipe or socket: a failure, never a silent exit 0
+            fail(f"a pipe or connection luapipe was writing to was closed ({exc})")
         except OSError as exc:  # files the user named
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``luapipe ... | head``), as opposed
+    to a pipe or socket of luapipe's own (the delay proxy's control pipe...)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 @click.group(cls=LuapipeGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,6 +122,8 @@ def _on_signal(signum: int, frame: Any) -> None:
     for sig in _NAMES:
         signal.signal(sig, signal.SIG_IGN)
     _INTERRUPT.update(signum=signum, running=running.now())
+    if running.defer_interrupt(lambda: _INTERRUPT.update(running=running.now())):
+        return  # inside a fork: raised when it is done (what runs then is what it stops)
     raise KeyboardInterrupt
 
 

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import click
 import redis
 
+from luapipe.bench.runner import NO_TLS
 from luapipe.errors import LuapipeError, mask_url, printable_url
 from luapipe.scripts.registry import ScriptRegistry, bundled_scripts_dir
 from luapipe.wire.connect import SCHEMES, client_from_url, resolve_url, url_problem
@@ -55,14 +56,17 @@ class BadUrl(click.UsageError):
         click.echo(f"error: {mask_url(self.format_message())}", err=True)
 
 
-#: the schemes bench and demo take (their delay proxy and workers speak TCP)
-TCP_SCHEMES = ("redis://", "rediss://")
+#: the schemes bench and demo take: plain TCP, as their PING probes and delay proxy speak
+#: (not rediss://: see NO_TLS)
+TCP_SCHEMES = ("redis://",)
 
 
 def check_url(url: str, what: str = "--url", schemes: tuple[str, ...] = SCHEMES) -> str:
     """``url`` if redis-py can use it, else :class:`BadUrl` saying why (the URL shown by
     :func:`~luapipe.errors.printable_url`: no password, and no piece of one)."""
     problem = url_problem(url, schemes)
+    if problem is not None and url.startswith("rediss://") and "rediss://" not in schemes:
+        problem = NO_TLS
     if problem is not None:
         raise BadUrl(f"invalid {what} {printable_url(url)}: {problem}")
     return url
@@ -147,7 +151,7 @@ def bench_server(url: str | None) -> Any:
     from luapipe.bench.server import EmbeddedRedis
 
     if url:
-        client_from_url(url, cluster=False).close()
+        client_from_url(url).close()  # a cluster's client too: its refusals read the same
         return contextlib.nullcontext(url)
 
     @contextlib.contextmanager

@@ -48,13 +48,6 @@ class LibrarySnapshot:
     before: tuple[tuple[Any, str | None], ...]
 
 
-def _primaries(client: Any) -> list[Any]:
-    """Where function libraries live: every primary of a cluster, else the one server."""
-    if _cluster.is_cluster(client):
-        return [client.get_redis_connection(n) for n in client.get_primaries()]
-    return [client]
-
-
 def _library_code(node: Any, library: str) -> str | None:
     """The code of ``library`` on ``node``, or None when it is not loaded."""
     reply = node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library, "WITHCODE")
@@ -73,11 +66,15 @@ def snapshot_library(op: OperationModel, client: Any) -> LibrarySnapshot | None:
 
 def snapshot_named(library: str, client: Any) -> LibrarySnapshot | None:
     """The state of the library called ``library`` on every primary."""
-    try:
-        before = tuple((node, _library_code(node, library)) for node in _primaries(client))
-    except redis.ResponseError:  # no FUNCTION command (Redis < 7): nothing to put back
-        return None
-    return LibrarySnapshot(library, before)
+    before = []
+    for name, node in _named_primaries(client):
+        try:
+            before.append((node, _library_code(node, library)))
+        except redis.ResponseError:  # no FUNCTION command (Redis < 7): nothing to put back
+            return None
+        except (redis.RedisError, OSError) as exc:  # a lost node: luapipe's words, its name
+            raise translate(exc, where=name, sent=False) from None  # (a read: nothing ran)
+    return LibrarySnapshot(library, tuple(before))
 
 
 def restore_library(snapshot: LibrarySnapshot | None) -> None:
@@ -86,14 +83,17 @@ def restore_library(snapshot: LibrarySnapshot | None) -> None:
     if snapshot is None:
         return
     for node, before in snapshot.before:
-        now = _library_code(node, snapshot.library)
-        if now is None or now == before:
-            continue
-        if before is None:
-            node.execute_command("FUNCTION", "DELETE", snapshot.library)
-        else:  # code read back may hold bytes that are not UTF-8: sent back as they were
-            code = before.encode("utf-8", "surrogateescape")
-            node.execute_command("FUNCTION", "LOAD", "REPLACE", code)
+        try:
+            now = _library_code(node, snapshot.library)
+            if now is None or now == before:
+                continue
+            if before is None:
+                node.execute_command("FUNCTION", "DELETE", snapshot.library)
+            else:  # code read back may hold bytes that are not UTF-8: sent back as they were
+                code = before.encode("utf-8", "surrogateescape")
+                node.execute_command("FUNCTION", "LOAD", "REPLACE", code)
+        except (redis.RedisError, OSError) as exc:  # a refusal, a lost node: luapipe's words
+            raise translate(exc, where=_name_of(node), sent=True) from None
 
 
 # -- collecting old generated libraries ---------------------------------------------------
@@ -118,11 +118,15 @@ class Collected:
 
 
 def _named_primaries(client: Any) -> list[tuple[str, Any]]:
+    """Where function libraries live: every primary of a cluster, else the one server."""
     if _cluster.is_cluster(client):
         return [(n.name, client.get_redis_connection(n)) for n in client.get_primaries()]
-    kw = client.connection_pool.connection_kwargs
-    where = f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}".rstrip(":")
-    return [(where, client)]
+    return [(_name_of(client), client)]
+
+
+def _name_of(node: Any) -> str:
+    kw = node.connection_pool.connection_kwargs
+    return f"{kw.get('host', kw.get('path', '?'))}:{kw.get('port', '')}".rstrip(":")
 
 
 def _all_libraries(node: Any) -> dict[str, str]:

@@ -26,24 +26,31 @@ slots raise :class:`~luapipe.errors.CrossSlotError` before anything is sent.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
+
+from redis.crc import key_slot
 
 from luapipe.errors import CallArgumentError, ServerError
 from luapipe.operations import steps
 from luapipe.operations.model import FORMS as FORM_NAMES
 from luapipe.operations.plan import Batches, Env, Plan, RunResult, bind, to_wire, wire
 from luapipe.scripts.calls import call_steps, function_call_steps
+from luapipe.scripts.script import param_name
 from luapipe.wire.clients import require_async_client, require_sync_client
 from luapipe.wire.drivers import AsyncDriver, Driver
+from luapipe.wire.limits import Sized, might_exceed, sizes_steps
 from luapipe.wire.policy import DEFAULT, RetryPolicy, policy_of
 from luapipe.wire.replies import Redirect
 from luapipe.wire.routing import (
     Locate,
+    LocateMany,
     Refresh,
     Release,
     Send,
     Sleep,
     Steps,
+    key_bytes,
     on_slot_node,
     routed,
     slot_of,
@@ -108,12 +115,34 @@ def _slot(plan: Plan, env: Env, cluster: bool) -> int | None:
 # -- the forms -----------------------------------------------------------------------------
 
 
+def sizes(plan: Plan, env: Env, form: str, cluster: bool) -> Steps[None]:
+    """A key or argument over its node's proto-max-bulk-len, refused by name before anything
+    is sent: the server would reset the connection mid-request, which reads as an unknown
+    outcome. (The script and function forms check theirs in the registry's steps.)"""
+    keys, args = steps.split(plan, env)
+    if not (might_exceed(keys) or might_exceed(args)):
+        return
+    reg = steps.registry_of(plan)
+    script = reg[steps.script_name(plan)]  # the declared names, flattened as on the wire
+    who = f"operation {plan.name!r} ({form} form)"
+    items: list[Sized] = [
+        (who, "keys", keys, partial(param_name, script.keys)),
+        (who, "args", args, partial(param_name, script.args)),
+    ]
+    slots = tuple(dict.fromkeys(key_slot(key_bytes(k)) for k in keys)) if cluster else (None,)
+    nodes = yield LocateMany(slots or (None,))
+    for node in dict.fromkeys(nodes):  # each node the form's commands may go to
+        yield from sizes_steps(node, items, reg.known.limits)
+
+
 def naive(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
+    yield from sizes(plan, env, "naive", cluster)
     value = yield from spread(steps.naive_steps(plan, env), policy, cluster=cluster)
     return value, 0
 
 
 def pipelined(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
+    yield from sizes(plan, env, "pipelined", cluster)
     batches = steps.pipelined_steps(plan, env)
     return (yield from spread(batches, policy, cluster=cluster)), 0
 
@@ -133,6 +162,7 @@ def transaction(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Ste
         raise steps.aborted(plan, policy.watch_retries)
 
     slot = _slot(plan, env, cluster)
+    yield from sizes(plan, env, "transaction", cluster)
     return (yield from on_slot_node(attempt, slot, policy, what=repr(plan.name)))
 
 

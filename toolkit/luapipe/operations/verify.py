@@ -23,7 +23,7 @@ from typing import Any
 import redis
 from redis.exceptions import DataError
 
-from luapipe.errors import LuapipeError
+from luapipe.errors import ConnectionFailed, LuapipeError, OutcomeUnknown, PermissionDenied
 from luapipe.operations.casegen import Case, KeyState, sample_case
 from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.keyspace import delete_namespace, dump, setup
@@ -54,6 +54,9 @@ def error_code(exc: BaseException) -> str:
 
 
 Outcome = tuple[str, Any]
+#: what the server or the network did, not the operation: raised, never compared (an ACL
+#: refusal of one form read as the forms disagreeing)
+_NOT_AN_OUTCOME = (PermissionDenied, ConnectionFailed, OutcomeUnknown)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def _run_one(op: Operation, client: redis.Redis, form: str, case: Case) -> tuple
     try:
         result = op.run_detailed(client, form, keys=case.keys_dict, args=case.args_dict)
         outcome: Outcome = ("ok", result.value)
+    except _NOT_AN_OUTCOME:
+        raise
     except LuapipeError as exc:
         outcome = ("error", error_code(exc))
     return outcome, dump(client, case.namespace)
@@ -170,7 +175,8 @@ def verify(
     namespace: str | None = None,
     spec: str | None = None,
 ) -> VerifyReport:
-    """Run ``cases`` random cases through every form; never raises on a mismatch.
+    """Run ``cases`` random cases through every form; never raises on a mismatch, but
+    raises what is no outcome of the operation (an ACL refusal, a lost connection).
 
     On a cluster the default namespace is one hash tag, so every form can run; forms that
     cannot run with the keys of some case (keys in several slots, computed keys without the
@@ -235,5 +241,7 @@ def outcome_of(
 ) -> Outcome:
     try:
         return ("ok", op.run_detailed(client, form, keys=keys, args=args).value)
+    except _NOT_AN_OUTCOME:
+        raise
     except LuapipeError as exc:
         return ("error", error_code(exc))

@@ -181,17 +181,18 @@ def heal_batch(calls: Sequence[FunctionCall]) -> list[Command]:
     return out
 
 
-def _refused(text: str) -> LuapipeError:
-    return translate(ResponseError(text))
+def _refused(text: str, node: str) -> LuapipeError:
+    return translate(ResponseError(text), where=node)  # an ACL refusal names the node
 
 
-def _aborted(queued: Sequence[Any], exec_reply: Any) -> Any:
+def _aborted(queued: Sequence[Any], exec_reply: Any, node: str) -> Any:
     """EXEC did not run the call: a redirect (route it again) or the refusal."""
     moved = Redirect.of(queued[-1]) or Redirect.of(exec_reply)
     if moved is not None:
         return moved
     errors = [q for q in queued if isinstance(q, ReplyError)]
-    return _refused(errors[0].text if errors else _text(getattr(exec_reply, "text", exec_reply)))
+    text = errors[0].text if errors else _text(getattr(exec_reply, "text", exec_reply))
+    return _refused(text, node)
 
 
 def read_heal(
@@ -229,10 +230,10 @@ def _read_group(
 ) -> Any:
     lib, fn = call.library, call.function.name
     if isinstance(group[0], ReplyError):  # MULTI refused (BUSY...): nothing was queued
-        return _refused(group[0].text)
+        return _refused(group[0].text, node)
     queued, exec_reply = group[1:-1], group[-1]
     if not isinstance(exec_reply, list | tuple):  # EXECABORT, TRYAGAIN: nothing ran
-        return _aborted(queued, exec_reply)
+        return _aborted(queued, exec_reply, node)
     items = [ReplyError(full_error_text(r)) if isinstance(r, BaseException) else r
              for r in exec_reply]  # fmt: skip
     load, reply = items[0], items[-1]

@@ -292,7 +292,13 @@ def check_values(
     else:
         return  # the usual case, checked without building anything
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, _SENDABLE):
+        # an int subclass (IntEnum...) too: hiredis refuses it unnamed, the asyncio encoder
+        # sends its repr ('<Status.OK: 1>')
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, _SENDABLE)
+            or (isinstance(v, int) and v.__class__ is not int)
+        ):
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
             raise CallArgumentError(
                 f"{what}: {kind}[{i}]{param_name(params, i)} is {shown} ({type(v).__name__}); "

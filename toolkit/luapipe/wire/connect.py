@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 import redis.cluster
@@ -73,6 +73,14 @@ def url_problem(url: str, schemes: tuple[str, ...] = SCHEMES) -> str | None:
         pool.make_connection()  # builds it: refuses options redis-py does not know
     except TypeError as exc:
         unknown = _UNKNOWN_OPTION.search(str(exc))
+        visible = parse_qsl(urlsplit(printable_url(url)).query, keep_blank_values=True)
+        if unknown is not None and unknown[1] not in dict(visible):
+            # the name is in the part printable_url hides, after a ?password=: a piece of
+            # a password written with a raw "&"
+            return (
+                "redis-py does not know an option in the URL's query; a password holding "
+                f"& = # or a space goes percent-encoded in it ({QUOTE_HOW})"
+            )
         name = f" {unknown[1]!r}" if unknown else ""
         return f"redis-py does not know the option{name} in the URL's query"
     except (ValueError, redis.RedisError) as exc:
@@ -191,6 +199,11 @@ def _tls_hint(low: str, tls: bool) -> str:
         return (
             "the server closed the TLS connection: does it ask for a client certificate? "
             "add ?ssl_certfile=/path/to/client.crt&ssl_keyfile=/path/to/client.key to the URL"
+        )
+    if tls and ("pem lib" in low or "no such file" in low or "bad decrypt" in low):
+        return (  # before any byte was sent: a file of the URL's ssl_* options
+            "could not read a certificate or key file the URL names: check ssl_certfile, "
+            "ssl_keyfile and ssl_ca_certs, and ssl_password for an encrypted key"
         )
     if tls:
         return "rediss:// speaks TLS: is TLS enabled on that port?"

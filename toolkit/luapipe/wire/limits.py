@@ -47,7 +47,7 @@ SMALLEST_LIMIT = 1024 * 1024
 DEFAULT_LIMIT = 512 * 1024 * 1024
 #: a str shorter than this is shorter than SMALLEST_LIMIT once encoded (UTF-8: <= 4 bytes)
 _SHORT_STR = SMALLEST_LIMIT // 4
-_BINARY = frozenset({bytes, bytearray, memoryview})
+_TEXT_OR_BINARY = (str, bytes, bytearray, memoryview)
 #: the question asked before a value of 1 MB or more is sent
 LIMIT_QUESTION = _CONFIG_GET = Command(("CONFIG", "GET", "proto-max-bulk-len"))
 
@@ -63,7 +63,9 @@ def might_exceed(values: Sequence[Any]) -> bool:
         if cls is str:
             if len(v) >= _SHORT_STR:
                 return True
-        elif cls in _BINARY and sent_size(v) >= SMALLEST_LIMIT:
+        elif (  # bytes, bytearray, memoryview, or a subclass of str or bytes
+            cls is not int and isinstance(v, _TEXT_OR_BINARY) and sent_size(v) >= SMALLEST_LIMIT
+        ):
             return True
     return False
 
