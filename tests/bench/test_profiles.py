@@ -111,3 +111,14 @@ def test_hot_contention_loses_updates_only_in_the_racing_forms(url: str, tmp_pat
         lost = {n["form"]: n for n in rec["non_atomic"]}
         assert lost["naive"]["lost_updates"] >= 1 and lost["pipelined"]["lost_updates"] >= 1
         assert "lost updates in" in lost["pipelined"]["text"]
+
+
+def test_the_catalogue_readme_describes_every_operation_and_its_bench_profile() -> None:
+    """capped_push joined the catalogue (its [bench] table, its forms at stake) without a word
+    in the catalogue README: no "when each form wins", no row in the profile table."""
+    readme = (catalogue_dir() / "README.md").read_text()
+    table = readme[readme.index("| op | state and arguments") :]
+    for spec in sorted(catalogue_dir().glob("*.toml")):
+        name = spec.stem
+        assert f"\n**{name}**" in readme, f"{name}: no paragraph under 'When each form wins'"
+        assert f"\n| {name} |" in table, f"{name}: no row in the [bench] table"

@@ -50,3 +50,29 @@ def test_make_demo_installs_the_runtime_dependencies_not_the_test_extras() -> No
     assert "venv" not in prerequisites and "$(RUN_STAMP)" in prerequisites
     stamp = makefile[makefile.index("\n$(RUN_STAMP):") :].split("\n\n")[0]
     assert "pip install -q -e ." in stamp and "[test]" not in stamp
+
+
+def test_what_would_decide_a_demo_cell_names_options_a_demo_user_can_pass() -> None:
+    """The demo has no --rounds: "more rounds (--rounds 40)" sent a demo user to
+    `luapipe demo --rounds 40`, "No such option". Every option the words name is the demo's
+    own or is named with the command that takes it."""
+    import re
+
+    import click
+
+    from luapipe.bench.verdict import recommend
+    from luapipe.cli.bench import demo
+
+    from ..bench.test_recommend import RCW, rec
+
+    own = {o for p in demo.params if isinstance(p, click.Option) for o in p.opts}
+    wide = [rec("script", [1.0, 1.3] * 10, **RCW), rec("function", [1.3, 1.0] * 10, **RCW)]
+    few = [rec("script", [1.0, 1.3] * 2, **RCW), rec("function", [1.3, 1.0] * 2, **RCW)]
+    for rows in (wide, few):
+        (r,) = recommend(rows)
+        assert r.status == "inconclusive" and r.would_decide
+        for option in re.findall(r"(?<![\w-])--[a-z-]+", r.would_decide):
+            named = f"luapipe bench {option}" in r.would_decide
+            assert option in own or named, (option, r.would_decide)
+        assert "luapipe bench --rounds" in r.would_decide
+        assert " would decide it" in r.text and "95% would decide" not in r.text

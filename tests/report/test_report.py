@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,19 @@ def test_csv_starts_with_redis_benchmark_columns(tmp_path: Path) -> None:
     assert header == list(CSV_COLUMNS)
 
 
+def test_csv_rows_say_which_keys_and_how_many_calls_in_flight(tmp_path: Path) -> None:
+    """The demo's CSV had two reserve_stock naive rows at RTT 0, one of 1 client on spread
+    keys, one of 4 on one hot key: nothing in the file said which was hot (nor --tasks)."""
+    hot = record(clients=4, contention="hot", invariant_ok=False, lost_updates=9)
+    write_csv(result(record(), hot, record(form="auto script", tasks=8)), tmp_path / "r.csv")
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert [(r["contention"], r["tasks"]) for r in rows] == [
+        ("spread", "1"), ("hot", "1"), ("spread", "8")
+    ]  # fmt: skip
+    assert rows[1]["test"] == "op naive rtt=0.25ms c=4 hot"
+    assert rows[1]["lost_updates"] == "9"
+
+
 def test_table_shows_missing_percentiles_and_failed_invariants() -> None:
     text = render_table(result(record(invariant_ok=False, invariant_detail="lost 3 updates")))
     assert "INVARIANT FAILED" in text and "lost 3 updates" in text
@@ -235,6 +249,30 @@ def test_charts_follow_the_dimensions_measured() -> None:
     assert "throughput vs RTT" in one and "throughput vs clients" not in one
     many = render_html(result(record(), record(clients=4, ops_per_sec=1800.0)))
     assert "throughput vs clients" in many
+
+
+def test_charts_never_join_points_of_different_contention() -> None:
+    """The demo: one client on spread keys (a million units of stock), then 4 clients on one
+    hot key (30 units, sold out every few calls). A line from the one to the other read as
+    "4 clients: a third of the throughput"; the hot slice is in the tables, not on that line."""
+    spread = [record(form=f, rtt_ms_nominal=t) for f in ("script", "function") for t in (0.0, 1.0)]
+    hot = [record(form=f, rtt_ms_nominal=0.0, clients=4, contention="hot", ops_per_sec=150.0)
+           for f in ("naive", "script", "function")]  # fmt: skip
+    page = render_html(result(*spread, *hot))
+    assert "throughput vs clients" not in page and "op: throughput vs RTT (1 client)" in page
+    charts = page[: page.index("<h3>Speed</h3>")]
+    assert ">naive<" not in charts  # naive ran only in the hot slice: no empty legend entry
+    assert page.count('<td class="l">naive</td>') == 2  # the hot slice is in both tables
+
+
+def test_the_page_says_how_many_calls_each_client_had_in_flight() -> None:
+    """`bench --tasks 8`: the cards compare auto-pipelined forms at 8 calls in flight, but
+    the page said "1 client(s) ... closed loop" and never "tasks" anywhere."""
+    data = result(record(tasks=8), record(form="auto script", tasks=8))
+    data["manifest"] = {"spec": {"config": {"clients": [1], "rtts_ms": [0.25], "tasks": 8}}}
+    page = render_html(data)
+    top = page[: page.index('id="verdict"')]
+    assert "1 client(s) x 8 calls in flight each (--tasks 8)" in top
 
 
 def test_table_names_the_batch_when_calls_carry_several_operations() -> None:

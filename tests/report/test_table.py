@@ -54,6 +54,39 @@ def test_write_share_interval_and_lost_updates_are_columns() -> None:
     )
 
 
+def test_a_lopsided_interval_is_shown_by_its_two_ends_never_as_a_plus_minus_past_zero() -> None:
+    """Rounds of 818 to 4,047 around 969: "+-167" would read as an interval from below zero.
+    The cell says how far each end lies from the figure: -16/+318."""
+    rows = [
+        record(form="transaction", ops_per_sec=969.0, ops_per_sec_interval=[818.0, 4047.0]),
+        record(form="script", ops_per_sec=400.0, ops_per_sec_interval=[360.0, 440.0]),
+        record(form="function", ops_per_sec=1000.0, ops_per_sec_interval=[997.0, 1006.0]),
+    ]
+    table = render_table(result(*rows))
+    assert cell(table, 0, "+-%") == "-16/+318" and cell(table, 1, "+-%") == "10"
+    assert cell(table, 2, "+-%") == "1"  # -0.3 and +0.6: not "-0/+1"
+    assert "below/above" in unwrapped(table)
+    wide = render_table(result(*rows), wide=True)
+    assert " -16/+318 " in wide and " 167 " not in wide
+
+
+def test_a_hot_key_block_decided_on_cpu_keeps_the_write_share_in_100_columns() -> None:
+    """The demo's contention slice: cpu/op decides, its "+-%" is lopsided, the invariant
+    broke; the client's CPU (inside cpu/op) goes before the write share does."""
+    hot = {"clients": 4, "rtt_ms_nominal": 0.0, "contention": "hot", "write_share": 0.88}
+    rows = [
+        record(form=f, cpu_usec_per_op=245.0, cpu_usec_per_op_interval=[214.0, 765.0],
+               client_cpu_usec_per_op=185.0, retries_per_op=0.69, invariant_ok=False,
+               lost_updates=130, invariant_cases=150, ops_per_sec=3117.0, **hot)
+        for f in ("naive", "pipelined", "transaction")
+    ]  # fmt: skip
+    rec = {"operation": "op", "rtt_ms": 0.0, "clients": 4, "contention": "hot",
+           "figure": "cpu_us_per_op", "text": "not decided"}  # fmt: skip
+    table = render_table(result(*rows, recommendations=[rec]))
+    assert cell(table, 0, "+-%") == "-13/+212" and cell(table, 0, "wr%") == "88"
+    assert max(len(line) for line in table.splitlines()) <= 100
+
+
 def test_open_loop_shows_uncorrected_percentiles_beside_corrected_ones() -> None:
     rec = record(rate=500.0, latency_ms_uncorrected={"p50": 0.4, "p99": 0.9})
     table = render_table(result(rec))

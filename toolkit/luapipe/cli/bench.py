@@ -80,6 +80,14 @@ def _contention(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
+def _file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An output file: an empty path (``--html "$OUT"`` with OUT unset) is a usage error,
+    never a run that writes nothing."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("an empty path: name a file")
+    return value
+
+
 #: in a log, a step that ends this long after the last printed line is printed too
 LOG_EVERY_S = 3.0
 
@@ -114,23 +122,27 @@ def _outputs(*paths: str | None) -> list[Path]:
     nobody can write is refused in one line before any timing. A missing directory is never
     created: it is named, and so is a parent that is a file. Returns the files this created
     (removed again if the run fails: nothing half-written is left)."""
-    created = []
-    for path in paths:
-        if not path:
-            continue
-        p = Path(path)
-        parent = _directory_of(path)
-        existed = p.exists()
-        try:
-            with open(p, "a"):
-                pass
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            if isinstance(exc, FileNotFoundError) and parent.is_dir():
-                why += f": {parent} takes no new files"
-            raise LuapipeError(f"{path}: cannot write it ({why})") from None
-        if not existed:
-            created.append(p)
+    created: list[Path] = []
+    try:
+        for path in paths:
+            if not path:
+                continue
+            p = Path(path)
+            parent = _directory_of(path)
+            existed = p.exists()
+            try:
+                with open(p, "a"):
+                    pass
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+                if isinstance(exc, FileNotFoundError) and parent.is_dir():
+                    why += f": {parent} takes no new files"
+                raise LuapipeError(f"{path}: cannot write it ({why})") from None
+            if not existed:
+                created.append(p)
+    except BaseException:  # a later path refused: the files made for earlier ones go again
+        _drop(created)
+        raise
     return created
 
 
@@ -300,9 +312,23 @@ WIDE = click.option(
 )
 @click.option("--no-bystander", is_flag=True, help="skip the bystander GET probe")
 @click.option("--anchors", is_flag=True, help="reproduce the published figures instead")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write results JSON")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="write results JSON",
+    callback=_file,
+)
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), help="write results CSV", callback=_file
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="write an HTML report",
+    callback=_file,
+)
 @WIDE
 def bench(
     specs: tuple[str, ...],
@@ -402,8 +428,16 @@ def _bench(
 
 @click.command()
 @click.argument("results", type=click.Path(exists=True, dir_okay=False))
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="write an HTML report")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="write an HTML report",
+    callback=_file,
+)
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), help="write CSV", callback=_file
+)
 @WIDE
 def report(results: str, html_path: str | None, csv_path: str | None, wide: bool) -> None:
     """Render RESULTS.json (from `luapipe bench --json`) as a table, HTML and/or CSV."""
@@ -420,6 +454,9 @@ def report(results: str, html_path: str | None, csv_path: str | None, wide: bool
             f"{results}: cannot render it ({type(exc).__name__}: {exc}); is it a file that "
             "`luapipe bench --json` wrote?"
         ) from None
+    except BaseException:  # a write that failed (a full disk), an interrupt
+        _drop(created)
+        raise
 
 
 #: the demo: three catalogue operations with one client at three RTTs, the forms that are
@@ -479,13 +516,19 @@ def demo(url: str | None, out: str, duration: float, wide: bool) -> None:
     from luapipe.bench.runner import run_bench
 
     folder = Path(out)
-    if not folder.is_dir():
+    made = not folder.is_dir()
+    if made:
         if folder.exists():
             raise click.BadParameter(f"{out} is a file", param_hint="--out")
         _directory_of(out)  # the demo makes its folder, never the folders above it
         folder.mkdir()
     paths = [str(folder / n) for n in ("results.json", "results.csv", "report.html")]
-    created = _outputs(*paths)
+    try:
+        created = _outputs(*paths)
+    except BaseException:
+        if made:
+            folder.rmdir()
+        raise
     (first, sweep), (hot, contended) = demo_parts(duration)
     try:
         with common.bench_server(url) as target:
@@ -501,6 +544,9 @@ def demo(url: str | None, out: str, duration: float, wide: bool) -> None:
             _finish(result, paths[0], paths[1], paths[2], wide=wide)
     except BaseException:
         _drop(created)
+        if made:  # the folder it made, if nothing else went into it
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     click.echo(f"open {folder / 'report.html'} in a browser")
 

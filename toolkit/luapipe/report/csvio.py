@@ -7,6 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from luapipe.report.files import write_whole
+
 __all__ = ["CSV_COLUMNS", "render_csv", "write_csv"]
 
 BENCHMARK_COLUMNS = (
@@ -39,6 +41,10 @@ EXTRA = (
     "invariant_ok",
     "bystander_p99_ms",
     "model_latency_ms",
+    "contention",  # spread | hot | zipf:S: the demo's hot-key slice beside its sweep
+    "tasks",  # calls in flight per client (--tasks)
+    "lost_updates",  # the invariant broke in this many of invariant_cases
+    "invariant_cases",
 )
 CSV_COLUMNS = BENCHMARK_COLUMNS + EXTRA
 
@@ -47,7 +53,11 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
     lat = r.get("latency_ms") or {}
     row = {k: r.get(k) for k in EXTRA}
     row.update(
-        test=f"{r['operation']} {r['form']} rtt={r['rtt_ms_nominal']:g}ms c={r['clients']}",
+        test=f"{r['operation']} {r['form']} rtt={r['rtt_ms_nominal']:g}ms c={r['clients']}"
+        + (f"x{r['tasks']}" if int(r.get("tasks") or 1) > 1 else "")
+        + (f" {r['contention']}" if (r.get("contention") or "spread") != "spread" else ""),
+        contention=r.get("contention") or "spread",
+        tasks=int(r.get("tasks") or 1),
         rps=round(float(r["ops_per_sec"]), 2),
         avg_latency_ms=lat.get("mean"),
         min_latency_ms=lat.get("min"),
@@ -71,4 +81,4 @@ def render_csv(result: dict[str, Any]) -> str:
 
 
 def write_csv(result: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(render_csv(result))
+    write_whole(path, render_csv(result))

@@ -14,6 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 
+from luapipe.report.files import write_whole
 from luapipe.report.jsonio import mask_tree
 from luapipe.report.opcharts import operation_charts
 from luapipe.report.overview import operation_cards, share_text
@@ -78,6 +79,7 @@ def _setting(m: dict[str, Any]) -> dict[str, Any]:
         "rate": cfg.get("rate"),
         "created": m.get("created_utc"),
         "seed": cfg.get("seed"),
+        "tasks": cfg.get("tasks") if int(cfg.get("tasks") or 1) > 1 else None,
         "also": "; ".join(_part(p) for p in (m.get("spec") or {}).get("also") or []),
     }
 
@@ -140,4 +142,4 @@ def render_html(result: dict[str, Any]) -> str:
 
 
 def write_html(result: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(render_html(result))
+    write_whole(path, render_html(result))

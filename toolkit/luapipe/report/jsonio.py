@@ -77,14 +77,21 @@ renders)::
                                      # widest +-x% among those pairs, the policy's words
         "noise_threshold_pct",       # the margin (as "margin_pct")
         "alternative", "ratio", "ratio_interval",  # the winner vs the best other at stake:
-                                     # the median round's ratio, the interval of that median
+                                     # the median round's ratio, the interval of that median;
+                                     # every "ratio" here is an advantage, > 1 = the form is
+                                     # better: form/other for ops/s, other/form for p50 and
+                                     # CPU per op (the words say the inverse for those:
+                                     # "0.788x the p50 latency of pipelined" is ratio 1.27)
         "beats", "beats_ratio", "beats_ratio_interval",  # the best form at stake it is
                                      # ahead of (null: none)
         "beats_by",                  # whose ratio that is: the form itself
         "ratio_rounds", "ratio_coverage", "rule",  # paired rounds, the interval's coverage,
                                      # when a form beats another, in words
         "non_atomic": [{"form", "ratio", "ratio_interval", "lost_updates",
-                        "invariant_cases", "invariant_ok", "text"}],
+                        "invariant_cases", "invariant_ok", "clients",
+                        "calls_met",         # False: one client, one call at a time (no
+                                             # --tasks, no pipelined --batch): races cannot show
+                        "text"}],
         "main_reason",
         # the three outcomes (issue 19):
         "status",                    # ahead | equivalent | inconclusive | only | none |
@@ -116,6 +123,7 @@ from pathlib import Path
 from typing import Any
 
 from luapipe.errors import LuapipeError, mask_url
+from luapipe.report.files import write_whole
 from luapipe.report.validate import check_results
 
 __all__ = ["REQUIRED_RECORD_FIELDS", "load_results", "mask_tree", "write_json"]
@@ -162,7 +170,7 @@ def _finite(data: Any) -> Any:
 
 def write_json(result: dict[str, Any], path: str | Path) -> None:
     text = json.dumps(_finite(mask_tree(result)), indent=2, allow_nan=False)
-    Path(path).write_text(text + "\n")
+    write_whole(path, text + "\n")
 
 
 def load_results(path: str | Path) -> dict[str, Any]:

@@ -30,6 +30,10 @@ def _clients(n: int) -> str:
 
 
 def operation_charts(op: str, rows: list[Row]) -> list[Markup]:
+    # one contention per chart (the first measured): a line from spread keys to the demo's
+    # hot-key slice would read as the effect of the clients; that slice is in the tables
+    keys = str(rows[0].get("contention") or "spread")
+    rows = [r for r in rows if str(r.get("contention") or "spread") == keys]
     forms = _forms(rows)
     rtts = sorted({float(r["rtt_ms_nominal"]) for r in rows})
     clients = sorted({int(r["clients"]) for r in rows})

@@ -53,6 +53,8 @@ class Point:
     would_decide: str = ""  # inconclusive: what would decide it
     server_cpu: str = ""  # server CPU per op of the forms at stake, when far apart
     figure: str = ""  # what decided: "p50 latency", "client + server CPU per op"...
+    #: "ruled out: script lost updates in 5 of 64 cases": a form at stake left out, and why
+    ruled_out: tuple[str, ...] = ()
     single_client: bool = False  # no two calls met on a key: races could not show
 
     @property
@@ -193,7 +195,10 @@ def _point(rec: dict[str, Any], several_counts: bool) -> Point:
         would_decide=str(rec.get("would_decide") or ""),
         server_cpu=str(rec.get("server_cpu") or ""),
         figure=str(rec.get("figure_name") or ""),
-        single_client=int(rec.get("clients") or 1) == 1,
+        ruled_out=tuple(str(x) for x in reasons if str(x).startswith("ruled out: ")),
+        # one client, one call at a time: older files have no calls_met, only the clients
+        single_client=int(rec.get("clients") or 1) == 1
+        and not any(n.get("calls_met") for n in rec.get("non_atomic") or ()),
     )
 
 

@@ -66,11 +66,8 @@ def _f(v: Any, digits: int = 3) -> str:
 
 
 def _spread(r: Row) -> str:
-    """Half the width of the ops/s interval across rounds, in percent of ops/s."""
-    iv, rate = r.get("ops_per_sec_interval"), float(r["ops_per_sec"])
-    if not iv or rate <= 0:
-        return "-"
-    return f"{100.0 * (float(iv[1]) - float(iv[0])) / 2.0 / rate:.0f}"
+    """Where the ops/s interval across rounds ends, in percent of ops/s (see :func:`_half`)."""
+    return _half(r["ops_per_sec"], r.get("ops_per_sec_interval"))
 
 
 def _share(r: Row) -> str:
@@ -113,10 +110,17 @@ def _lat(key: str, raw: bool = False) -> Callable[[Row], str]:
 
 
 def _half(value: Any, iv: Any) -> str:
-    """Half the width of an interval, in percent of the value (the "+-%" of a figure)."""
+    """Where an interval ends, in percent of the value (the "+-%" of a figure): "10" when
+    both ends lie as far from it (within a point), else both ends, "-16/+318" (the intervals
+    are a median's, often lopsided: "+-167" would read as running below zero)."""
     if not iv or value is None or float(value) <= 0 or None in iv:
         return "-"
-    return f"{100.0 * (float(iv[1]) - float(iv[0])) / 2.0 / float(value):.0f}"
+    v = float(value)
+    below, above = 100.0 * (float(iv[0]) - v) / v, 100.0 * (float(iv[1]) - v) / v
+    down, up = round(-below), round(above)
+    if down >= 0 and up >= 0 and abs(down - up) <= 1:  # as far within a point: "1", not "-0/+1"
+        return str(max(down, up))
+    return f"{below:+.0f}/{above:+.0f}"
 
 
 def _p50_spread(r: Row) -> str:
@@ -169,6 +173,8 @@ def _columns(figure: str, open_loop: bool) -> list[Column]:
             c.name in ("cpu/op", "turns") and after != c.name
         ):
             continue
+        if c.name == "cpu us" and after == "cpu/op":  # in cpu/op already: the first to go
+            c = Column(c.name, c.cell, 1)
         cols.append(c)
         if c.name == after:
             cols.append(Column(PLUS, spread, 5))
@@ -404,17 +410,20 @@ def _rec_key(x: Row, rec: bool = False) -> tuple[str, float, int, str]:
 def _legend(open_loop: bool, wide: bool) -> list[str]:
     out = [
         (
-            "+-% = half the width of the interval of ops/s across rounds"
+            "+-% = where the interval of ops/s across rounds ends, in percent of ops/s "
+            "(below/above; one number when both ends are as far)"
             if wide
-            else "+-% = half the width of the interval of the figure before it, the one that "
-            "decides its block; turns = the median round's p50 while the forms took turns call "
+            else "+-% = where the interval of the figure before it ends, in percent of it "
+            "(below/above; one number when both ends are as far), the figure that decides its "
+            "block; turns = the median round's p50 while the forms took turns call "
             "by call (one client); cpu/op = the client's plus the server's CPU per op"
         )
         + " (intervals: see the method at the end); srv us = server time inside commands per "
         "op (commandstats); cpu us = the "
         "client's CPU per op; inv = the invariant after each round, FAIL n/m = it broke in n "
-        "of m cases (lost updates; with 1 client no two calls meet on a key, so only a run "
-        "with several clients can show them); wr% = calls that took the write path (! = more "
+        "of m cases (lost updates; with 1 client making one call at a time no two calls meet "
+        "on a key: only several clients, --tasks or a pipelined --batch can show them); wr% = "
+        "calls that took the write path (! = more "
         "than 10 points from the bench profile's share)"
         + ("" if wide else "; --wide shows every column")
     ]

@@ -27,6 +27,7 @@ The figure (:func:`figure_for`), per round:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,9 +82,13 @@ class Figure:
     why: str = ""  # why this figure decides here
 
     def rounds(self, r: Row) -> list[float | None]:
-        """The figure per round (one value, the record's own, for a file without rounds)."""
+        """The figure per round (one value, the record's own, for a file without rounds); a
+        round in which the form completed no call is the worst there is (no throughput, an
+        infinite latency or CPU per op): a round it lost, which the ratios count."""
+        worst = 0.0 if self.higher_is_better else math.inf
         rounds = r.get("rounds") or []
-        return [self.of_round(x) for x in rounds] or [self.of_record(r)]
+        values = [worst if x.get("calls") == 0 else self.of_round(x) for x in rounds]
+        return values or [self.of_record(r)]
 
     def value(self, r: Row) -> float:
         """The record's own figure, oriented so that more is better (for ranking)."""
@@ -159,7 +164,9 @@ def figure_for(rows: Sequence[Row]) -> Figure:
         )
         return TURNS if turns else P50
     at_zero = all(float(r.get("rtt_ms_nominal") or 0) == 0 for r in rows)
-    if at_zero and all(r.get("rounds") and all(_cpu(x) for x in r["rounds"]) for r in rows):
+    if at_zero and all(
+        r.get("rounds") and all(_cpu(x) for x in r["rounds"] if x.get("calls") != 0) for r in rows
+    ):
         return CPU
     return THROUGHPUT
 

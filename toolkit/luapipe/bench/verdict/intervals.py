@@ -81,7 +81,11 @@ class Interval:
 
     def inverted(self) -> Interval:
         """``1 / x``: the same interval seen from the other form of a pair."""
-        return Interval(1.0 / self.value, 1.0 / self.hi, 1.0 / self.lo, self.rounds, self.coverage)
+        return Interval(_inv(self.value), _inv(self.hi), _inv(self.lo), self.rounds, self.coverage)
+
+
+def _inv(x: float) -> float:
+    return math.inf if x == 0 else 1.0 / x
 
 
 def _known(values: Sequence[float | None]) -> list[float]:
@@ -97,19 +101,35 @@ def interval_of(values: Sequence[float | None]) -> Interval | None:
     return Interval(statistics.median(xs), xs[k - 1], xs[-k], len(xs), coverage)
 
 
+def _log_ratio(x: float | None, y: float | None) -> float | None:
+    """``log(x / y)`` of one round: minus infinity where ``x`` is 0 or ``y`` infinite (the
+    figure of a form that completed no call in that round: a round it lost outright), plus
+    infinity the other way; None where either is unknown, negative, or both are lost."""
+    if x is None or y is None:
+        return None
+    x, y = float(x), float(y)
+    if not (x >= 0 and y >= 0) or (x == 0 and y == 0) or (math.isinf(x) and math.isinf(y)):
+        return None
+    if x == 0 or math.isinf(y):
+        return -math.inf
+    if y == 0 or math.isinf(x):
+        return math.inf
+    return math.log(x / y)
+
+
 def ratio_of(a: Sequence[float | None], b: Sequence[float | None]) -> Interval | None:
-    """``a / b`` from per-round values paired by round (rounds where either is unknown or
-    not positive are left out); None without a usable round. The median is taken of the
-    logs, so ``ratio_of(b, a)`` is exactly the inverse of ``ratio_of(a, b)``."""
-    logs = sorted(
-        math.log(float(x) / float(y))
-        for x, y in zip(a, b, strict=False)
-        if x is not None and y is not None and x > 0 and y > 0
-    )
+    """``a / b`` from per-round values paired by round (rounds where either is unknown are
+    left out; a round one form lost outright, its figure 0 or infinite, stays in as an
+    infinite ratio, so the order statistics count it); None without a usable round. The
+    median is taken of the logs, so ``ratio_of(b, a)`` is exactly the inverse of
+    ``ratio_of(a, b)``."""
+    logs = sorted(v for x, y in zip(a, b, strict=False) if (v := _log_ratio(x, y)) is not None)
     if not logs:
         return None
     k, coverage = median_cut(len(logs))
     mid = statistics.median(logs)
+    if math.isnan(mid):  # the two middle rounds lost outright, one by each form
+        mid = 0.0
     return Interval(math.exp(mid), math.exp(logs[k - 1]), math.exp(logs[-k]), len(logs), coverage)
 
 

@@ -7,6 +7,7 @@ point says so, and what would decide it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from luapipe.bench.verdict.compare import (
@@ -27,9 +28,11 @@ __all__ = [
     "CLUSTER",
     "QUESTIONS",
     "SERVER_CPU_SPREAD",
+    "calls_meet",
     "comparison_text",
     "explain",
     "rule",
+    "rule_at",
     "where",
 ]
 
@@ -68,6 +71,8 @@ Row = dict[str, Any]
 def _x(v: float) -> str:
     """A ratio: 0.908x, 1.099x near the margin (three decimals below 2, so an end just
     outside the margin never reads as inside it), 2.45x, 12x, 0.042x below 0.1."""
+    if math.isinf(v):  # the other form completed no call in most rounds
+        return "unbounded"
     if v < 0.1:
         return f"{v:.2g}x"
     if v < 2:
@@ -140,8 +145,24 @@ def rule(rounds: int, margin_pct: float) -> str:
         f"margin +-{m}: a form is ahead of another when the interval of its advantage lies "
         f"beyond {up:.3g}x (ahead by more than {m} in at least {need} of {rounds} paired "
         f"rounds), equivalent when it lies within {1 / up:.3g}x to {up:.3g}x (no more than "
-        f"{k - 1} of {rounds} rounds beyond {m} either way), inconclusive otherwise; "
+        f"{k - 1} of {rounds} rounds beyond {m} on each side), inconclusive otherwise; "
         f"{method_text(rounds)}"
+    )
+
+
+def rule_at(rounds: int, margin_pct: float) -> str:
+    """The rule's counts, in short, for a point of ``rounds`` paired rounds (a run whose
+    points ran different round counts, as the demo's contention slice)."""
+    m = _pct(margin_pct)
+    if rounds < MIN_ROUNDS:
+        return f"{rounds} round(s): no interval covers 95%, nothing is decided"
+    k, covered = median_cut(rounds)
+    need = rounds - k + 1
+    ahead = f"all {rounds}" if need == rounds else f"at least {need} of {rounds}"
+    ends = "the whole range" if k == 1 else f"the {k}th smallest to the {k}th largest"
+    return (
+        f"{rounds} rounds: ahead by more than {m} in {ahead} paired rounds, equivalent with no "
+        f"more than {k - 1} of them beyond {m} on each side ({ends}: {covered:.1%})"
     )
 
 
@@ -150,21 +171,28 @@ def _would_decide(v: Verdict) -> str:
     short = [c for c in v.inconclusive if c.ratio is None or not c.ratio.sufficient]
     if short:
         return (
-            f"at least {MIN_ROUNDS} rounds (--rounds {MIN_ROUNDS} or more): with fewer, no "
-            "interval covers 95%"
+            f"at least {MIN_ROUNDS} rounds (luapipe bench --rounds {MIN_ROUNDS} or more; with "
+            "fewer, no interval covers 95%)"
         )
     rounds = max((c.ratio.rounds for c in v.inconclusive if c.ratio is not None), default=10)
-    return (
-        f"a narrower interval: more rounds (--rounds {2 * rounds}), a longer --duration "
-        "(more calls per round) or a quieter machine (fewer stalls)"
+    return (  # the demo has no --rounds: the command that takes it is named
+        f"a narrower interval: more rounds (luapipe bench --rounds {2 * rounds}), a longer "
+        "--duration (more calls per round) or a quieter machine (fewer stalls)"
     )
+
+
+def calls_meet(r: Row) -> bool:
+    """Whether ``r``'s calls could meet on a key: several clients, several calls in flight
+    (``--tasks``), or a pipelined ``--batch`` (its operations advance in lockstep)."""
+    batch = int(r.get("batch") or 1) > 1 and str(r["form"]) == "pipelined"
+    return int(r.get("clients") or 1) > 1 or int(r.get("tasks") or 1) > 1 or batch
 
 
 def _lost(r: Row, races_shown: bool) -> str:
     lost, cases = int(r.get("lost_updates") or 0), int(r.get("invariant_cases") or 0)
     if r.get("invariant_ok") is False:
         return f"it lost updates in {lost} of {cases} cases here" if cases else "it lost updates"
-    if int(r.get("clients") or 1) == 1:
+    if not calls_meet(r):
         shown = " (the run with several clients on hot keys shows them)" if races_shown else ""
         return "with one client no two calls meet on a key, so this run cannot show its races" + (
             shown
@@ -194,6 +222,7 @@ def _non_atomic(v: Verdict, chosen: Row, races_shown: bool) -> list[dict[str, An
                 "invariant_cases": int(r.get("invariant_cases") or 0),
                 "invariant_ok": r.get("invariant_ok") is not False,
                 "clients": int(r.get("clients") or 1),
+                "calls_met": calls_meet(r),  # False: this run could not show its races
                 "text": f"{r['form']} would be {gain}, but it is not atomic: "
                 + _lost(r, races_shown),
             }
@@ -278,7 +307,8 @@ def explain(
     policy = policy_reason(chosen, equivalents + undecided) if equivalents or undecided else None
     non_atomic = _non_atomic(v, chosen, races_shown)
     lost = [n["form"] for n in non_atomic if not n["invariant_ok"]]
-    tail = f" ({' and '.join(lost)} lost updates)" if lost else ""
+    listed = ", ".join(lost[:-1]) + " and " + lost[-1] if len(lost) > 1 else "".join(lost)
+    tail = f" ({listed} lost updates)" if lost else ""
     would = ""
     if not v.comparisons:
         status = "only"

@@ -12,7 +12,7 @@ from typing import Any
 from luapipe.bench.verdict.compare import MARGIN_PCT
 from luapipe.bench.verdict.model import Crossover, crossovers, fit_cost
 from luapipe.bench.verdict.policy import POLICY, at_stake, kind_of
-from luapipe.bench.verdict.reasons import rule
+from luapipe.bench.verdict.reasons import rule, rule_at, where
 from luapipe.bench.verdict.withhold import recommendations
 
 __all__ = [
@@ -44,14 +44,35 @@ class Summary:
 def method(records: Sequence[Row], margin_pct: float = MARGIN_PCT) -> str:
     """The report's method in one paragraph: the figure, the rule and the interval method,
     the policy (stated once per report)."""
-    rounds = max((len(r.get("rounds") or ()) for r in records), default=0)
+    counts = sorted({len(r.get("rounds") or ()) for r in records}, reverse=True)
+    rounds = counts[0] if counts else 0
     figures = (
-        "The figure, per round: with one client and in the open loop (--rate) the p50 "
-        "latency, the median call's (a stall of the host delays a few calls of a round, not "
-        "its median); with several clients the throughput, or at RTT 0 the client's plus the "
-        "server's CPU per op (there the clients and the server share the host's CPUs)."
+        "The figure, per round: with one client and one call at a time, and in the open loop "
+        "(--rate), the p50 latency, the median call's (a stall of the host delays a few calls "
+        "of a round, not its median; at RTT 0 with one client, while the forms take turns call "
+        "by call); with several clients or several calls in flight (--tasks) the throughput, "
+        "or at RTT 0 the client's plus the server's CPU per op (there the clients and the "
+        "server share the host's CPUs)."
     )
-    return f"{figures} The rule: {rule(rounds, margin_pct)}. The policy: {POLICY}."
+    fewer = [f"{_points(records, n)}: {rule_at(n, margin_pct)}" for n in counts[1:]]
+    also = f"; where a point ran fewer rounds: {'; '.join(fewer)}" if fewer else ""
+    return f"{figures} The rule: {rule(rounds, margin_pct)}{also}. The policy: {POLICY}."
+
+
+def _points(records: Sequence[Row], rounds: int) -> str:
+    """The points of ``records`` that ran ``rounds`` rounds: "reserve_stock and rate_limit
+    at 0 ms RTT with 4 clients, hot keys"."""
+    ops: dict[tuple[float, int, str], list[str]] = {}
+    for r in records:
+        if len(r.get("rounds") or ()) == rounds:
+            at = (
+                float(r["rtt_ms_nominal"]),
+                int(r["clients"]),
+                str(r.get("contention") or "spread"),
+            )
+            if r["operation"] not in ops.setdefault(at, []):
+                ops[at].append(str(r["operation"]))
+    return "; ".join(f"{' and '.join(names)} {where(*at)}" for at, names in ops.items())
 
 
 def summarize(
