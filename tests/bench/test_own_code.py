@@ -264,3 +264,18 @@ def test_a_workload_of_ones_own_runs_as_the_readme_says(url: str, tmp_path: Path
     assert all(r.invariant_ok and r.calls > 0 for r in rows.values())
     write_html(result.as_dict(), str(tmp_path / "hits.html"))
     assert "Operation: hits" in (tmp_path / "hits.html").read_text()
+
+
+def test_the_profile_described_is_the_one_the_contention_draws() -> None:
+    """--contention hot draws the profile's [hot] table: the manifest (and the report's
+    "Bench profile" line) said the spread one's share, renewal and state instead."""
+    (hot,) = resolve_workloads([str(BUCKET / "token_bucket.lua")], contention="hot")
+    said = hot.describe()["bench_profile"]
+    assert (said["write_share"], said["renew"]) == (0.9, "refused")
+    assert said["state"] == {"bucket": "hash of 2"} and hot.write_share_declared == 0.9
+    (spread,) = resolve_workloads([str(BUCKET / "token_bucket.lua")])
+    assert (spread.describe()["bench_profile"]["write_share"], spread.write_share_declared) == (
+        1.0,
+        1.0,
+    )
+    assert spread.describe()["bench_profile"]["renew"] == "never"

@@ -86,7 +86,9 @@ class ScriptProfile:
     read_compute_write: bool = True
     path: str | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, contention: str = "spread") -> dict[str, Any]:
+        """What the results say of it, as drawn under ``contention`` (``hot``: the
+        ``[hot]`` table over the rest)."""
         out: dict[str, Any] = {
             "source": "profile" if self.path else "default",
             "path": self.path,
@@ -96,7 +98,7 @@ class ScriptProfile:
             "calls succeeded",
         }
         if self.bench is not None:
-            d = self.bench.spread
+            d = self.bench.for_contention(contention)
             out.update(
                 write_share=d.write_share,
                 wrote=self.bench.wrote,

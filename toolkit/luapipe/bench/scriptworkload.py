@@ -137,7 +137,7 @@ class ScriptWorkload:
                 ),
                 **{f.name: f.describe() for f in self.profile.forms},
             },
-            "bench_profile": self.profile.describe(),
+            "bench_profile": self.profile.describe(self.contention),
         }
         if "unconverted" in self.state:
             out["function"] = f"not timed: {self.state['unconverted']}"
