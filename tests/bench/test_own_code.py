@@ -279,3 +279,27 @@ def test_the_profile_described_is_the_one_the_contention_draws() -> None:
         1.0,
     )
     assert spread.describe()["bench_profile"]["renew"] == "never"
+
+
+def test_the_forms_left_untimed_are_skipped_with_the_reason_in_the_results(
+    url: str, tmp_path: Path
+) -> None:
+    """README: a script a function cannot run "is timed alone, and the results say why";
+    with --tasks the plain Python forms are not timed. The reason was only in the manifest:
+    the table, the report and the verdict ('use script: the only form at stake that ran
+    correctly') never said the function, or py_watch, was left out."""
+    script = tmp_path / "legacy.lua"
+    script.write_text("-- @key k\nredis.replicate_commands()\nreturn redis.call('INCR', KEYS[1])\n")
+    run = _bench(str(script), "--url", url, "--json", str(tmp_path / "l.json"))
+    assert run.exit_code == 0, run.output
+    assert "skipped legacy function: line 2 uses redis.replicate_commands" in run.output
+    data = json.loads((tmp_path / "l.json").read_text())
+    assert [s["form"] for s in data["skipped"]] == ["function"]
+    (rec,) = data["recommendations"]
+    assert "function could not run here: line 2 uses redis.replicate_commands" in rec["text"]
+    quick = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
+    result = run_bench(url, resolve_workloads([str(BUCKET / "token_bucket.lua")], tasks=2), quick)
+    skipped = {s["form"]: s["reason"] for s in result.skipped}
+    assert sorted(skipped) == ["py_naive", "py_watch"]
+    assert skipped["py_watch"].startswith("a plain Python function is timed with --tasks 1")
+    assert "py_watch" not in {r.form for r in result.records}
