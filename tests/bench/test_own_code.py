@@ -303,3 +303,40 @@ def test_the_forms_left_untimed_are_skipped_with_the_reason_in_the_results(
     assert sorted(skipped) == ["py_naive", "py_watch"]
     assert skipped["py_watch"].startswith("a plain Python function is timed with --tasks 1")
     assert "py_watch" not in {r.form for r in result.records}
+
+
+FAULTY_FORMS = """
+import asyncio
+
+def boom(client, keys, args):
+    client.incr(keys[0])
+    raise RuntimeError("boom in the team's code")
+
+async def boom_async(client, keys, args):
+    await client.incr(keys[0])
+    raise KeyError("no such thing")
+"""
+
+
+@pytest.mark.parametrize("clients", ["1", "2"])
+def test_a_python_form_that_raises_is_counted_and_the_loop_goes_on(
+    url: str, tmp_path: Path, clients: str
+) -> None:
+    """README: "Raise on an error: it is counted, and the loop goes on." A team's own error
+    (not redis-py's) ended the run with a traceback (one client) or lost the worker's slice
+    (several)."""
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "faulty.py").write_text(FAULTY_FORMS)
+    (tmp_path / "incr_capped.bench.toml").write_text(
+        'wrote = "returns[1]"\n[args]\ncap = 1000000000\n'
+        '[forms]\nboom = "faulty:boom"\nboom_async = "faulty:boom_async"\n'
+    )
+    out = tmp_path / "r.json"
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients,
+                 "--json", str(out))  # fmt: skip
+    assert run.exit_code == 0, run.output
+    rows = {r["form"]: r for r in json.loads(out.read_text())["records"]}
+    for form, raised in (("boom", "RuntimeError: boom"), ("boom_async", "KeyError")):
+        assert rows[form]["calls"] == 0 and rows[form]["errors"] > 20, rows[form]  # each call
+        assert raised in rows[form]["error_samples"][0], rows[form]["error_samples"]
+    assert rows["script"]["errors"] == 0 and rows["script"]["calls"] > 0
