@@ -146,7 +146,7 @@ def test_profile_problems_are_listed_with_file_and_line(tmp_path: Path) -> None:
         ":7: args.speed: unknown arg 'speed'",
         ":9: forms.script: 'script' cannot name a form of your own",
         ":10: forms.mine.atomic: must be true or false",
-        ":10: cannot import 'no_such_module_here'",
+        ":10: forms.mine: cannot import 'no_such_module_here'",
     ]
     for fragment in expected:
         assert any(fragment in p for p in problems), (fragment, problems)
@@ -158,7 +158,9 @@ def test_a_python_form_must_take_client_keys_and_args(tmp_path: Path) -> None:
     (tmp_path / "two_args.py").write_text("def take(client, keys):\n    return [1, 0]\n")
     profile = tmp_path / "token_bucket.bench.toml"
     profile.write_text('[forms]\nmine = "two_args:take"\n')
-    with pytest.raises(SpecError, match=r"bench.toml:2: two_args:take takes 2 arguments"):
+    with pytest.raises(
+        SpecError, match=r"bench.toml:2: forms.mine: two_args:take takes 2 arguments"
+    ):
         load_profile(profile)
 
 
@@ -340,3 +342,26 @@ def test_a_python_form_that_raises_is_counted_and_the_loop_goes_on(
         assert rows[form]["calls"] == 0 and rows[form]["errors"] > 20, rows[form]  # each call
         assert raised in rows[form]["error_samples"][0], rows[form]["error_samples"]
     assert rows["script"]["errors"] == 0 and rows["script"]["calls"] > 0
+
+
+def test_a_python_form_that_needs_more_than_client_keys_and_args_is_refused(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    (tmp_path / "four.py").write_text("def take(client, keys, args, clock):\n    return [1, 0]\n")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text('[forms]\nmine = "four:take"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: forms.mine: four:take needs 4 arguments"):
+        load_profile(profile)
+    (tmp_path / "kw.py").write_text("def take(client, keys, args, *, clock):\n    return [1, 0]\n")
+    profile.write_text('[forms]\nmine = "kw:take"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: forms.mine: kw:take needs clock="):
+        load_profile(profile)
+
+
+def test_an_invariant_that_cannot_be_imported_names_its_field(tmp_path: Path) -> None:
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text('write_share = 1.0\ninvariant = "no_such_module_here:ok"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: invariant: cannot import"):
+        load_profile(profile)

@@ -248,7 +248,7 @@ def _forms(b: Builder, raw: Any, search: Path) -> tuple[PythonForm, ...]:
         if not isinstance(atomic, bool):
             b.problem(f"{field}.atomic", "must be true or false")
             atomic = False
-        where = f"{b.path}:{b.lines.get(field, 1)}"
+        where = f"{b.path}:{b.lines.get(field, 1)}: {field}"
         try:
             fn = load_callable(v["call"], where, search)
         except LuapipeError as exc:
@@ -317,7 +317,9 @@ def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptPro
             invariant = None
         else:
             try:
-                load_callable(invariant, f"{where}:{b.lines.get('invariant', 1)}", p.parent)
+                load_callable(
+                    invariant, f"{where}:{b.lines.get('invariant', 1)}: invariant", p.parent
+                )
             except LuapipeError as exc:
                 b.problems.append(str(exc))
     description = data.get("description", "")
