@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -365,3 +366,26 @@ def test_an_invariant_that_cannot_be_imported_names_its_field(tmp_path: Path) ->
     profile.write_text('write_share = 1.0\ninvariant = "no_such_module_here:ok"\n')
     with pytest.raises(SpecError, match=r"bench.toml:2: invariant: cannot import"):
         load_profile(profile)
+
+
+@pytest.mark.parametrize("clients", ["1", "2"])
+def test_a_python_form_that_never_returns_stops_the_run(
+    url: str, tmp_path: Path, clients: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A form stuck in the team's code (a lock never released, a sleep) hung the bench for
+    good: nothing bounds a Python call (a script's is bounded by the server's BUSY)."""
+    from luapipe.bench import loop
+
+    monkeypatch.setattr(loop, "HUNG_AFTER_S", 1.0)
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "stuck.py").write_text(
+        "import time\n\ndef wait(client, keys, args):\n    time.sleep(3600)\n"
+    )
+    (tmp_path / "incr_capped.bench.toml").write_text(
+        '[args]\ncap = 1000000000\n[forms]\nstuck = "stuck:wait"\n'
+    )
+    started = time.monotonic()
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients)
+    assert run.exit_code == 1, run.output
+    assert "incr_capped stuck: a call was still running 1 s after its timed window" in run.output
+    assert time.monotonic() - started < 30
