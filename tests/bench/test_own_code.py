@@ -389,3 +389,18 @@ def test_a_python_form_that_never_returns_stops_the_run(
     assert run.exit_code == 1, run.output
     assert "incr_capped stuck: a call was still running 1 s after its timed window" in run.output
     assert time.monotonic() - started < 30
+
+
+def test_a_tasks_slice_longer_than_the_connect_wait_is_timed(
+    url: str, scripts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --tasks worker answers with its result, not "ready": the parent waited for it only
+    READY_TIMEOUT_S (30 s), so every slice of --duration 31 --rounds 1 was lost as 'worker
+    did not connect within 30 s' (0 calls, 1 error per form)."""
+    from luapipe.bench import loop
+
+    monkeypatch.setattr(loop, "READY_TIMEOUT_S", 0.5)
+    cfg = BenchConfig(duration_s=1.0, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
+    result = run_bench(url, resolve_workloads([str(scripts / "incr_capped.lua")], tasks=2), cfg)
+    for r in result.records:
+        assert r.errors == 0 and r.calls > 20, (r.form, r.errors, r.error_samples)

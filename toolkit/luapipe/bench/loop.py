@@ -296,6 +296,12 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
             procs.append((p, mine))
         early: dict[int, WorkerResult | str] = {}
         for n, (p, conn) in enumerate(procs):  # each says "ready", or why it cannot run
+            if plans[n].tasks > 1:  # asyncio tasks say nothing before their window's result
+                end = plans[n].t_end + HUNG_AFTER_S
+                if not conn.poll(max(READY_TIMEOUT_S, end - time.perf_counter())):
+                    raise _hung(f"{workload.name} {plans[n].form}")
+                early[n] = _receive(p, conn, None)
+                continue
             said = _receive(p, conn, READY_TIMEOUT_S)
             if said != READY:
                 early[n] = said
