@@ -404,3 +404,22 @@ def test_a_tasks_slice_longer_than_the_connect_wait_is_timed(
     result = run_bench(url, resolve_workloads([str(scripts / "incr_capped.lua")], tasks=2), cfg)
     for r in result.records:
         assert r.errors == 0 and r.calls > 20, (r.form, r.errors, r.error_samples)
+
+
+def test_a_script_named_as_a_catalogue_operation_is_pointed_out(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalogue comes first (README): a team's scripts_lua/reserve_stock.lua was never
+    timed by `bench reserve_stock`, even with --dir, and nothing said so."""
+    mine = tmp_path / "scripts_lua"
+    mine.mkdir()
+    (mine / "reserve_stock.lua").write_text(INCR_CAPPED)
+    monkeypatch.chdir(tmp_path)
+    run = _bench("reserve_stock", "--url", url, "--dir", str(mine))
+    assert run.exit_code == 0, run.output
+    assert (
+        f"note: reserve_stock is the built-in or catalogue operation of that name; to bench "
+        f"{mine / 'reserve_stock.lua'}"
+        f", name its file: luapipe bench {mine / 'reserve_stock.lua'}"
+    ) in " ".join(run.output.split())
+    assert "reserve_stock at 0 ms RTT" in run.output  # the precedence itself is unchanged
