@@ -300,6 +300,11 @@ def test_the_forms_left_untimed_are_skipped_with_the_reason_in_the_results(
     assert [s["form"] for s in data["skipped"]] == ["function"]
     (rec,) = data["recommendations"]
     assert "function could not run here: line 2 uses redis.replicate_commands" in rec["text"]
+    from luapipe.report import write_html
+
+    write_html(data, str(tmp_path / "l.html"))
+    page = (tmp_path / "l.html").read_text()
+    assert '<h2 id="skipped">Skipped forms</h2>' in page and "or the run leaves them out" in page
     quick = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
     result = run_bench(url, resolve_workloads([str(BUCKET / "token_bucket.lua")], tasks=2), quick)
     skipped = {s["form"]: s["reason"] for s in result.skipped}
