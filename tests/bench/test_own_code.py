@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ def test_profile_problems_are_listed_with_file_and_line(tmp_path: Path) -> None:
         ":7: args.speed: unknown arg 'speed'",
         ":9: forms.script: 'script' cannot name a form of your own",
         ":10: forms.mine.atomic: must be true or false",
-        ":10: cannot import 'no_such_module_here'",
+        ":10: forms.mine: cannot import 'no_such_module_here'",
     ]
     for fragment in expected:
         assert any(fragment in p for p in problems), (fragment, problems)
@@ -158,7 +159,9 @@ def test_a_python_form_must_take_client_keys_and_args(tmp_path: Path) -> None:
     (tmp_path / "two_args.py").write_text("def take(client, keys):\n    return [1, 0]\n")
     profile = tmp_path / "token_bucket.bench.toml"
     profile.write_text('[forms]\nmine = "two_args:take"\n')
-    with pytest.raises(SpecError, match=r"bench.toml:2: two_args:take takes 2 arguments"):
+    with pytest.raises(
+        SpecError, match=r"bench.toml:2: forms.mine: two_args:take takes 2 arguments"
+    ):
         load_profile(profile)
 
 
@@ -264,3 +267,164 @@ def test_a_workload_of_ones_own_runs_as_the_readme_says(url: str, tmp_path: Path
     assert all(r.invariant_ok and r.calls > 0 for r in rows.values())
     write_html(result.as_dict(), str(tmp_path / "hits.html"))
     assert "Operation: hits" in (tmp_path / "hits.html").read_text()
+
+
+def test_the_profile_described_is_the_one_the_contention_draws() -> None:
+    """--contention hot draws the profile's [hot] table: the manifest (and the report's
+    "Bench profile" line) said the spread one's share, renewal and state instead."""
+    (hot,) = resolve_workloads([str(BUCKET / "token_bucket.lua")], contention="hot")
+    said = hot.describe()["bench_profile"]
+    assert (said["write_share"], said["renew"]) == (0.9, "refused")
+    assert said["state"] == {"bucket": "hash of 2"} and hot.write_share_declared == 0.9
+    (spread,) = resolve_workloads([str(BUCKET / "token_bucket.lua")])
+    assert (spread.describe()["bench_profile"]["write_share"], spread.write_share_declared) == (
+        1.0,
+        1.0,
+    )
+    assert spread.describe()["bench_profile"]["renew"] == "never"
+
+
+def test_the_forms_left_untimed_are_skipped_with_the_reason_in_the_results(
+    url: str, tmp_path: Path
+) -> None:
+    """README: a script a function cannot run "is timed alone, and the results say why";
+    with --tasks the plain Python forms are not timed. The reason was only in the manifest:
+    the table, the report and the verdict ('use script: the only form at stake that ran
+    correctly') never said the function, or py_watch, was left out."""
+    script = tmp_path / "legacy.lua"
+    script.write_text("-- @key k\nredis.replicate_commands()\nreturn redis.call('INCR', KEYS[1])\n")
+    run = _bench(str(script), "--url", url, "--json", str(tmp_path / "l.json"))
+    assert run.exit_code == 0, run.output
+    assert "skipped legacy function: line 2 uses redis.replicate_commands" in run.output
+    data = json.loads((tmp_path / "l.json").read_text())
+    assert [s["form"] for s in data["skipped"]] == ["function"]
+    (rec,) = data["recommendations"]
+    assert "function could not run here: line 2 uses redis.replicate_commands" in rec["text"]
+    from luapipe.report import write_html
+
+    write_html(data, str(tmp_path / "l.html"))
+    page = (tmp_path / "l.html").read_text()
+    assert '<h2 id="skipped">Skipped forms</h2>' in page and "or the run leaves them out" in page
+    quick = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
+    result = run_bench(url, resolve_workloads([str(BUCKET / "token_bucket.lua")], tasks=2), quick)
+    skipped = {s["form"]: s["reason"] for s in result.skipped}
+    assert sorted(skipped) == ["py_naive", "py_watch"]
+    assert skipped["py_watch"].startswith("a plain Python function is timed with --tasks 1")
+    assert "py_watch" not in {r.form for r in result.records}
+
+
+FAULTY_FORMS = """
+import asyncio
+
+def boom(client, keys, args):
+    client.incr(keys[0])
+    raise RuntimeError("boom in the team's code")
+
+async def boom_async(client, keys, args):
+    await client.incr(keys[0])
+    raise KeyError("no such thing")
+"""
+
+
+@pytest.mark.parametrize("clients", ["1", "2"])
+def test_a_python_form_that_raises_is_counted_and_the_loop_goes_on(
+    url: str, tmp_path: Path, clients: str
+) -> None:
+    """README: "Raise on an error: it is counted, and the loop goes on." A team's own error
+    (not redis-py's) ended the run with a traceback (one client) or lost the worker's slice
+    (several)."""
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "faulty.py").write_text(FAULTY_FORMS)
+    (tmp_path / "incr_capped.bench.toml").write_text(
+        'wrote = "returns[1]"\n[args]\ncap = 1000000000\n'
+        '[forms]\nboom = "faulty:boom"\nboom_async = "faulty:boom_async"\n'
+    )
+    out = tmp_path / "r.json"
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients,
+                 "--json", str(out))  # fmt: skip
+    assert run.exit_code == 0, run.output
+    rows = {r["form"]: r for r in json.loads(out.read_text())["records"]}
+    for form, raised in (("boom", "RuntimeError: boom"), ("boom_async", "KeyError")):
+        assert rows[form]["calls"] == 0 and rows[form]["errors"] > 20, rows[form]  # each call
+        assert raised in rows[form]["error_samples"][0], rows[form]["error_samples"]
+    assert rows["script"]["errors"] == 0 and rows["script"]["calls"] > 0
+
+
+def test_a_python_form_that_needs_more_than_client_keys_and_args_is_refused(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    (tmp_path / "four.py").write_text("def take(client, keys, args, clock):\n    return [1, 0]\n")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text('[forms]\nmine = "four:take"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: forms.mine: four:take needs 4 arguments"):
+        load_profile(profile)
+    (tmp_path / "kw.py").write_text("def take(client, keys, args, *, clock):\n    return [1, 0]\n")
+    profile.write_text('[forms]\nmine = "kw:take"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: forms.mine: kw:take needs clock="):
+        load_profile(profile)
+
+
+def test_an_invariant_that_cannot_be_imported_names_its_field(tmp_path: Path) -> None:
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text('write_share = 1.0\ninvariant = "no_such_module_here:ok"\n')
+    with pytest.raises(SpecError, match=r"bench.toml:2: invariant: cannot import"):
+        load_profile(profile)
+
+
+@pytest.mark.parametrize("clients", ["1", "2"])
+def test_a_python_form_that_never_returns_stops_the_run(
+    url: str, tmp_path: Path, clients: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A form stuck in the team's code (a lock never released, a sleep) hung the bench for
+    good: nothing bounds a Python call (a script's is bounded by the server's BUSY)."""
+    from luapipe.bench import loop
+
+    monkeypatch.setattr(loop, "HUNG_AFTER_S", 1.0)
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "stuck.py").write_text(
+        "import time\n\ndef wait(client, keys, args):\n    time.sleep(3600)\n"
+    )
+    (tmp_path / "incr_capped.bench.toml").write_text(
+        '[args]\ncap = 1000000000\n[forms]\nstuck = "stuck:wait"\n'
+    )
+    started = time.monotonic()
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients)
+    assert run.exit_code == 1, run.output
+    assert "incr_capped stuck: a call was still running 1 s after its timed window" in run.output
+    assert time.monotonic() - started < 30
+
+
+def test_a_tasks_slice_longer_than_the_connect_wait_is_timed(
+    url: str, scripts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --tasks worker answers with its result, not "ready": the parent waited for it only
+    READY_TIMEOUT_S (30 s), so every slice of --duration 31 --rounds 1 was lost as 'worker
+    did not connect within 30 s' (0 calls, 1 error per form)."""
+    from luapipe.bench import loop
+
+    monkeypatch.setattr(loop, "READY_TIMEOUT_S", 0.5)
+    cfg = BenchConfig(duration_s=1.0, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
+    result = run_bench(url, resolve_workloads([str(scripts / "incr_capped.lua")], tasks=2), cfg)
+    for r in result.records:
+        assert r.errors == 0 and r.calls > 20, (r.form, r.errors, r.error_samples)
+
+
+def test_a_script_named_as_a_catalogue_operation_is_pointed_out(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalogue comes first (README): a team's scripts_lua/reserve_stock.lua was never
+    timed by `bench reserve_stock`, even with --dir, and nothing said so."""
+    mine = tmp_path / "scripts_lua"
+    mine.mkdir()
+    (mine / "reserve_stock.lua").write_text(INCR_CAPPED)
+    monkeypatch.chdir(tmp_path)
+    run = _bench("reserve_stock", "--url", url, "--dir", str(mine))
+    assert run.exit_code == 0, run.output
+    assert (
+        f"note: reserve_stock is the built-in or catalogue operation of that name; to bench "
+        f"{mine / 'reserve_stock.lua'}"
+        f", name its file: luapipe bench {mine / 'reserve_stock.lua'}"
+    ) in " ".join(run.output.split())
+    assert "reserve_stock at 0 ms RTT" in run.output  # the precedence itself is unchanged

@@ -115,6 +115,13 @@ NOT_CONVERTED = {
     ),
     "debugs": ("redis.debug('x')\nreturn 1\n", "line 1 uses redis.debug"),
     "assigns": ("-- @key k\nKEYS = {'other'}\nreturn KEYS[1]\n", "line 2 assigns the global KEYS"),
+    # the assignment's targets as a list, or a function statement: read from the bytecode
+    "assigns_second": (
+        "-- @key k\nlocal x\nx, KEYS = 1, {'other'}\nreturn KEYS[1]\n",
+        "line 3 assigns the global KEYS",
+    ),
+    "assigns_first": ("KEYS, x = {'other'}, 1\nreturn KEYS[1]\n", "line 1 assigns the global KEYS"),
+    "defines": ("function ARGV() return 1 end\nreturn 1\n", "line 1 assigns the global ARGV"),
     "vararg": ("return select('#', ...)\n", "line 1 does not compile as a function's body"),
 }
 
@@ -132,6 +139,24 @@ def test_scripts_a_function_cannot_run_are_listed_with_the_reason() -> None:
     assert "inside a string" in reasons["in_string"]
     assert "would end in 'a_b', as 'a-b'" in reasons["a_b"]
     assert "--   - via_g: line 1 reads globals through _G" in built.source  # listed in the file too
+
+
+#: they only look like an assignment of the global KEYS/ARGV: a table constructor's key,
+#: a local of that name; they run alike as a script and as a function
+CONVERTED = {
+    "fields": "local t = {KEYS = KEYS[1], ARGV = #ARGV}\nreturn {t.KEYS, t.ARGV}\n",
+    "shadowed": "local KEYS = {'x'}\nKEYS = {'y'}\nreturn KEYS[1]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVERTED))
+def test_what_only_looks_like_assigning_keys_is_converted(name: str, r: redis.Redis) -> None:
+    """`{KEYS = ...}` read as an assignment of the global KEYS: the script was left out."""
+    built = build_library([_script(name, CONVERTED[name])], "app")
+    assert built.skipped == () and dict(built.scripts).keys() == {name}
+    r.function_load(built.source, replace=True)
+    fn = dict(built.scripts)[name]
+    assert r.fcall(fn, 1, "k", "a") == r.eval(CONVERTED[name], 1, "k", "a")
 
 
 @pytest.mark.parametrize("name", sorted(NOT_CONVERTED))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -30,6 +32,7 @@ __all__ = [
     "Bystander",
     "ClientPlan",
     "WorkerResult",
+    "bounded",
     "bystander_keys",
     "client_for",
     "run_client",
@@ -44,6 +47,43 @@ READY = "ready"
 READY_TIMEOUT_S = 30.0
 SPIN_S = 150e-6  # time.sleep overshoots ~90-110 us here: sleep to 150 us before, then spin
 MAX_ERROR_SAMPLES = 3
+#: a call still running this long after its timed window ended will not return (a form
+#: stuck in a team's Python code: nothing else bounds it): the run stops with that error
+HUNG_AFTER_S = 30.0
+
+
+def _hung(what: str) -> LuapipeError:
+    return LuapipeError(
+        f"{what}: a call was still running {HUNG_AFTER_S:g} s after its timed window ended "
+        "(a form that never returns?); the run stopped"
+    )
+
+
+class _Hung(BaseException):
+    """Raised by the alarm of :func:`bounded`: past the loops' counting of failed calls."""
+
+
+@contextlib.contextmanager
+def bounded(seconds: float, what: str) -> Iterator[None]:
+    """Run the block (a timed window of ``seconds`` in this thread) for at most ``seconds``
+    + :data:`HUNG_AFTER_S`, then stop it with :func:`_hung`'s error; SIGALRM, so only in
+    the main thread (elsewhere the block is not bounded)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise _Hung
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds + HUNG_AFTER_S)
+    try:
+        yield
+    except _Hung:
+        raise _hung(what) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def wait_until(deadline: float) -> None:
@@ -257,6 +297,12 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
                 procs.append((p, mine))
         early: dict[int, WorkerResult | str] = {}
         for n, (p, conn) in enumerate(procs):  # each says "ready", or why it cannot run
+            if plans[n].tasks > 1:  # asyncio tasks say nothing before their window's result
+                end = plans[n].t_end + HUNG_AFTER_S
+                if not conn.poll(max(READY_TIMEOUT_S, end - time.perf_counter())):
+                    raise _hung(f"{workload.name} {plans[n].form}")
+                early[n] = _receive(p, conn, None)
+                continue
             said = _receive(p, conn, READY_TIMEOUT_S)
             if said != READY:
                 early[n] = said
@@ -265,7 +311,10 @@ def run_clients(workload: Workload, plans: list[ClientPlan]) -> list[WorkerResul
             if n not in early:
                 conn.send(start)
         results: list[WorkerResult | str] = []
+        end = start + max(plan.t_end - plan.t_start for plan in plans) + HUNG_AFTER_S
         for n, (p, conn) in enumerate(procs):
+            if n not in early and not conn.poll(max(0.0, end - time.perf_counter())):
+                raise _hung(f"{workload.name} {plans[n].form}")
             results.append(early[n] if n in early else _receive(p, conn, None))
             p.join(timeout=10)
         return results

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 from multiprocessing.sharedctypes import RawArray
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -47,7 +48,14 @@ from luapipe.operations.clustersafety import safety_for, skipped_forms
 from luapipe.operations.libraries import LibrarySnapshot, restore_library, snapshot_library
 from luapipe.wire.routing import is_cluster
 
-__all__ = ["BUILTINS", "OperationWorkload", "catalogue_dir", "resolve_workloads", "with_forms"]
+__all__ = [
+    "BUILTINS",
+    "OperationWorkload",
+    "catalogue_dir",
+    "resolve_workloads",
+    "shadowed_script",
+    "with_forms",
+]
 
 BUILTINS = ("ping", "update_token")
 
@@ -259,6 +267,20 @@ def with_forms(w: Workload, forms: tuple[str, ...]) -> Workload:
     if isinstance(w, UpdateTokenWorkload | PingWorkload):
         return replace(w, forms=keep)
     raise LuapipeError(f"{w.name}: its forms cannot be chosen")
+
+
+def shadowed_script(name: str, scripts_dir: str | None = None) -> Path | None:
+    """The script of the scripts directory that ``name`` also names, when the built-in or
+    catalogue operation of that name comes first (that script is benched by its file)."""
+    from luapipe.bench.scripttargets import is_script_target
+    from luapipe.bench.scripttargets import scripts_dir as directory_of
+
+    if is_script_target(name) or "/" in name:
+        return None
+    if name not in BUILTINS and spec_path(name) is None:
+        return None
+    found = directory_of(scripts_dir) / f"{name}.lua"
+    return found if found.is_file() else None
 
 
 def resolve_workloads(

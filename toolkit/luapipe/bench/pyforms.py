@@ -89,6 +89,19 @@ def load_callable(target: str, where: str, search: Path | None = None) -> Callab
             f"{where}: {target} takes {len(positional)} arguments; a Python form takes "
             "(client, keys, args)"
         )
+    required = [p for p in positional if p.default is p.empty]
+    if len(required) > 3:
+        raise LuapipeError(
+            f"{where}: {target} needs {len(required)} arguments; a Python form is called with "
+            "(client, keys, args)"
+        )
+    keywords = [p.name for p in params.values() if p.kind == p.KEYWORD_ONLY]
+    needed = [k for k in keywords if params[k].default is params[k].empty]
+    if needed:
+        raise LuapipeError(
+            f"{where}: {target} needs {'=, '.join(needed)}=; a Python form is called with "
+            "(client, keys, args) only"
+        )
     return fn  # type: ignore[no-any-return]
 
 

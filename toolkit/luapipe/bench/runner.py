@@ -36,6 +36,7 @@ from luapipe.bench.loop import (
     Bystander,
     ClientPlan,
     WorkerResult,
+    bounded,
     bystander_keys,
     run_client,
     run_clients,
@@ -210,7 +211,8 @@ class _Run:
                 for k in range(clients)
             ]
             if client is not None:
-                results: list[WorkerResult | str] = [run_client(w, client, plans[0])]
+                with bounded(seconds + 0.002, f"{w.name} {form}"):
+                    results: list[WorkerResult | str] = [run_client(w, client, plans[0])]
             else:
                 results = run_clients(w, plans)
             after = self.cost()
@@ -294,7 +296,8 @@ class _Run:
                 if client is not None and cfg.turns > 0 and len(forms) > 1 and rtt == 0:
                     seconds = cfg.turns * cfg.duration_s / cfg.rounds
                     self.retry(lambda: w.reset(self.admin), "reset")
-                    turns = run_turns(w, client, order, cfg.seed + 7919 * (k + 1), seconds)
+                    with bounded(seconds, f"{w.name} {', '.join(order)}"):
+                        turns = run_turns(w, client, order, cfg.seed + 7919 * (k + 1), seconds)
                     for form, hist in turns.items():
                         totals[form].rounds[-1]["p50_turns"] = hist.summary().p50
         finally:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from luapipe.bench.opcalls import OpCalls
 from luapipe.bench.pyforms import AsyncCaller, PythonForm, load_callable
 from luapipe.errors import LuapipeError
@@ -77,6 +79,16 @@ class Target:
     python: PythonForm | None = None
 
 
+#: what the bench's loops count as a failed call; a Python form's other errors join them
+_COUNTED = (redis.RedisError, LuapipeError, OSError)
+
+
+def _raised(form: str, exc: Exception) -> LuapipeError:
+    """A Python form's own error (not redis-py's) as one the loops count: the README's
+    "raise on an error: it is counted, and the loop goes on"."""
+    return LuapipeError(f"form {form}: {type(exc).__name__}: {exc}")
+
+
 def sync_runner(t: Target, client: Any) -> tuple[Run, AsyncCaller | None]:
     """The call of one form in the sync loop, and the asyncio caller it owns (if any)."""
     keys_of, args_of = t.keys, t.args
@@ -91,7 +103,12 @@ def sync_runner(t: Target, client: Any) -> tuple[Run, AsyncCaller | None]:
     if not t.python.is_async:
 
         def plain(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> Result:
-            return Result(fn(c, positional(keys_of, keys), positional(args_of, args)))
+            try:
+                return Result(fn(c, positional(keys_of, keys), positional(args_of, args)))
+            except _COUNTED:
+                raise
+            except Exception as exc:
+                raise _raised(f, exc) from exc
 
         return plain, None
     if is_cluster(client):
@@ -99,7 +116,12 @@ def sync_runner(t: Target, client: Any) -> tuple[Run, AsyncCaller | None]:
     caller = AsyncCaller(fn, client)
 
     def awaited(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> Result:
-        return Result(caller(positional(keys_of, keys), positional(args_of, args)))
+        try:
+            return Result(caller(positional(keys_of, keys), positional(args_of, args)))
+        except _COUNTED:
+            raise
+        except Exception as exc:
+            raise _raised(f, exc) from exc
 
     return awaited, caller
 
@@ -125,6 +147,11 @@ def async_runner(t: Target) -> Run:
     fn = load_callable(t.python.target, f"form {t.python.name}")
 
     async def awaited(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> Result:
-        return Result(await fn(c, positional(keys_of, keys), positional(args_of, args)))
+        try:
+            return Result(await fn(c, positional(keys_of, keys), positional(args_of, args)))
+        except _COUNTED:
+            raise
+        except Exception as exc:
+            raise _raised(f, exc) from exc
 
     return awaited

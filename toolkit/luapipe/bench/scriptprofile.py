@@ -86,7 +86,9 @@ class ScriptProfile:
     read_compute_write: bool = True
     path: str | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, contention: str = "spread") -> dict[str, Any]:
+        """What the results say of it, as drawn under ``contention`` (``hot``: the
+        ``[hot]`` table over the rest)."""
         out: dict[str, Any] = {
             "source": "profile" if self.path else "default",
             "path": self.path,
@@ -96,7 +98,7 @@ class ScriptProfile:
             "calls succeeded",
         }
         if self.bench is not None:
-            d = self.bench.spread
+            d = self.bench.for_contention(contention)
             out.update(
                 write_share=d.write_share,
                 wrote=self.bench.wrote,
@@ -246,7 +248,7 @@ def _forms(b: Builder, raw: Any, search: Path) -> tuple[PythonForm, ...]:
         if not isinstance(atomic, bool):
             b.problem(f"{field}.atomic", "must be true or false")
             atomic = False
-        where = f"{b.path}:{b.lines.get(field, 1)}"
+        where = f"{b.path}:{b.lines.get(field, 1)}: {field}"
         try:
             fn = load_callable(v["call"], where, search)
         except LuapipeError as exc:
@@ -315,7 +317,9 @@ def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptPro
             invariant = None
         else:
             try:
-                load_callable(invariant, f"{where}:{b.lines.get('invariant', 1)}", p.parent)
+                load_callable(
+                    invariant, f"{where}:{b.lines.get('invariant', 1)}: invariant", p.parent
+                )
             except LuapipeError as exc:
                 b.problems.append(str(exc))
     description = data.get("description", "")

@@ -94,6 +94,15 @@ class ScriptWorkload:
         return ("script", *built, *(f.name for f in self.profile.forms if f not in self._blocking))
 
     @property
+    def not_timed(self) -> dict[str, str]:
+        """``{form: reason}``: the forms left out (the results list them as skipped)."""
+        out = {"function": self.state["unconverted"]} if "unconverted" in self.state else {}
+        for f in self._blocking:
+            out[f.name] = "a plain Python function is timed with --tasks 1 (an async def runs "
+            out[f.name] += "with --tasks N: a plain one would block the event loop)"
+        return out
+
+    @property
     def _blocking(self) -> tuple[PythonForm, ...]:
         """With ``--tasks`` > 1, the plain functions: they would block the event loop."""
         return tuple(f for f in self.profile.forms if self.tasks > 1 and not f.is_async)
@@ -137,7 +146,7 @@ class ScriptWorkload:
                 ),
                 **{f.name: f.describe() for f in self.profile.forms},
             },
-            "bench_profile": self.profile.describe(),
+            "bench_profile": self.profile.describe(self.contention),
         }
         if "unconverted" in self.state:
             out["function"] = f"not timed: {self.state['unconverted']}"

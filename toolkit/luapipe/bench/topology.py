@@ -54,11 +54,13 @@ def primaries(client: Any) -> list[redis.Redis]:
 
 
 def workload_skips(workload: Any, admin: Any) -> dict[str, str]:
-    """``{form: reason}`` of the workload's forms that cannot run on this cluster."""
-    if not isinstance(admin, redis.cluster.RedisCluster):
-        return {}
+    """``{form: reason}`` of the workload's forms that are not timed: those it leaves out
+    itself (its optional ``not_timed``), and on a cluster its ``cluster_skips``."""
+    found = dict(getattr(workload, "not_timed", None) or {})
     skips = getattr(workload, "cluster_skips", None)
-    return dict(skips(admin)) if skips is not None else {}
+    if skips is not None and isinstance(admin, redis.cluster.RedisCluster):
+        found.update(skips(admin))
+    return found
 
 
 def retarget(url: str, host: str, port: int) -> str:

@@ -103,6 +103,8 @@ class Workload(Protocol):
     - ``cleanup(client)``: after the run (put back what :meth:`prepare` loaded); the runner
       deletes every ``luapipe:bench:`` key itself;
     - ``cluster_skips(client) -> {form: reason}``: forms that cannot run on that cluster;
+    - ``not_timed``: ``{form: reason}`` of forms it leaves out here (not in ``forms``); the
+      results list them as skipped, with the reason, as they list ``cluster_skips``;
     - on the callable :meth:`op_fn` returns: ``wrote`` (calls whose reply said they wrote,
       or None), ``counts()`` (a :class:`~luapipe.bench.counting.Counts` of a client of its
       own, e.g. an asyncio one) and ``close()`` (called when the slice ends).

@@ -410,6 +410,16 @@ def _bench(
         scripts_dir=directory,
         tasks=tasks,
     )
+    from luapipe.bench.opworkload import shadowed_script
+
+    for name in specs:
+        shadow = shadowed_script(name, directory)
+        if shadow is not None:
+            click.echo(
+                f"note: {name} is the built-in or catalogue operation of that name; to bench "
+                f"{shadow}, name its file: luapipe bench {shadow}",
+                err=True,
+            )
     config = BenchConfig(
         rtts_ms=rtts,
         clients=counts,

@@ -120,7 +120,9 @@ class _Forms:
     def _error(self, exc: LuapipeError, script: LuaScript) -> str:
         if self.fake:  # fakeredis words a script's errors and a function's differently
             code = error_code(exc)
-            return "ERR unknown command" if _UNKNOWN.search(code) else code
+            # a script's "ERR unknown command '11'" reads as the call's own command unknown
+            unknown = _UNKNOWN.search(code) or str(exc).startswith("the server does not know")
+            return "ERR unknown command" if unknown else code
         fn = self.built.function_of(script.name)
         text = str(exc).replace(f"script {script.name}", "<callee>")
         if fn is not None:

@@ -13,8 +13,10 @@ on Redis 7.0.15, see REDIS_FACTS.md):
 - call ``redis.replicate_commands`` (a no-op since Redis 7), ``redis.breakpoint`` or
   ``redis.debug`` (the script debugger's): functions do not have them (calling one is
   "attempt to call field ... (a nil value)");
-- assign the global ``KEYS``/``ARGV`` (``KEYS = {...}``): an error in a script ("Attempt
-  to modify a readonly table"), a plain assignment of the parameter in a function;
+- assign the global ``KEYS``/``ARGV`` (``KEYS = {...}``, ``x, ARGV = ...``, ``function
+  KEYS() ... end``): an error in a script ("Attempt to modify a readonly table"), a plain
+  assignment of the parameter in a function. Read from the code's Lua 5.1 bytecode
+  (``SETGLOBAL``), so a local of that name, a field and a table constructor's key are not;
 - use ``...`` at its top level (a script's chunk is a vararg function, the callback is
   not), or anything else that compiles as a script and not inside a function: the wrapped
   body is compiled, and its error is the reason.
@@ -28,6 +30,7 @@ is refused before it starts (see the README).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -127,15 +130,86 @@ def _tag_in_string(script: LuaScript, body: str, toks: list[Tok]) -> str | None:
 #: what a script must mention for one of the checks to apply (tokenizing is the slow part)
 _SUSPECT = re.compile(
     r"\b(?:_G|getfenv|setfenv|loadstring|load|replicate_commands|breakpoint|debug)\b"
-    r"|\b(?:KEYS|ARGV)\s*=(?!=)"
 )
 _LONG_STRING = re.compile(r"\[=*\[")
+
+
+@functools.cache
+def _dump() -> Any:
+    """Lua 5.1's bytecode of a chunk (``string.dump`` of what ``loadstring`` compiles), or
+    nil when it does not compile."""
+    from lupa import lua51
+
+    return lua51.LuaRuntime(register_eval=False, encoding=None).eval(
+        "function(s) local f = loadstring(s) return f and string.dump(f) end"
+    )
+
+
+_SETGLOBAL = 7  # Lua 5.1's opcode: a global's assignment (lopcodes.h)
+
+
+def global_writes(body: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each assignment to a global ``KEYS`` or ``ARGV`` in ``body``,
+    read from its Lua 5.1 bytecode (``SETGLOBAL``): ``x, KEYS = ...``, ``function ARGV()``
+    are; a local of that name, a field or a table constructor's key are not."""
+    code = _dump()(body.encode("utf-8", "surrogateescape"))
+    if not code:
+        return []
+    head = bytes(code[:12])
+    at, int_size, size_t, num_size = 12, head[7], head[8], head[10]
+    data = bytes(code)
+    found: list[tuple[int, str]] = []
+
+    def integer(size: int) -> int:
+        nonlocal at
+        at += size
+        return int.from_bytes(data[at - size : at], "little")
+
+    def string() -> bytes:
+        nonlocal at
+        n = integer(size_t)
+        at += n
+        return data[at - n : at - 1] if n else b""
+
+    def function() -> None:
+        nonlocal at
+        string()
+        at += 2 * int_size + 4  # line defined, last line, upvalues, params, vararg, stack
+        code = [integer(4) for _ in range(integer(int_size))]
+        constants: list[Any] = []
+        for _ in range(integer(int_size)):
+            kind = data[at]
+            at += 1
+            if kind == 1:
+                at += 1
+            elif kind == 3:
+                at += num_size
+            constants.append(string() if kind == 4 else None)
+        for _ in range(integer(int_size)):
+            function()
+        lines = [integer(int_size) for _ in range(integer(int_size))]
+        for _ in range(integer(int_size)):  # locals: name, start pc, end pc
+            string()
+            at += 2 * int_size
+        for _ in range(integer(int_size)):  # upvalue names
+            string()
+        for pc, op in enumerate(code):
+            if op & 0x3F == _SETGLOBAL and constants[op >> 14] in (b"KEYS", b"ARGV"):
+                found.append((lines[pc] if pc < len(lines) else 0, constants[op >> 14].decode()))
+
+    function()
+    return sorted(found)
 
 
 def conversion_problem(script: LuaScript) -> str | None:
     """Why ``script`` cannot run as a function unchanged (one line, naming the script
     line), or None when it can."""
     body, first = body_of(script)
+    for at, name in global_writes(body):
+        return (
+            f"line {at + first - 1} assigns the global {name}: an error in a script, "
+            "a plain assignment in a function"
+        )
     if not _SUSPECT.search(body) and not (
         _LONG_STRING.search(body)
         and any(TAG_RE.match(x.lstrip()) for x in script.source.split("\n"))
@@ -155,13 +229,6 @@ def conversion_problem(script: LuaScript) -> str | None:
                 "globals (they are its callback's parameters)"
             )
         nxt = toks[i + 1] if i + 1 < len(toks) else None
-        before = toks[i - 1].text if i else ""
-        assigned = nxt is not None and nxt.text == "=" and before not in ("local", ",")
-        if t.text in ("KEYS", "ARGV") and assigned:
-            return (
-                f"line {line(t)} assigns the global {t.text}: an error in a script, "
-                "a plain assignment in a function"
-            )
         if t.text in ("redis", "server") and nxt is not None and nxt.text in (".", ":"):
             field = toks[i + 2].text if i + 2 < len(toks) else ""
             if field in _MISSING_API:
