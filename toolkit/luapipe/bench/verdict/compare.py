@@ -66,6 +66,10 @@ def _cpu(x: Row) -> float | None:
 
 
 def _cpu_total(r: Row) -> float | None:
+    """The record's CPU per op: the median round's where it has one (as the table shows it),
+    else the client's plus the server's over the run (a file without it)."""
+    if r.get("cpu_usec_per_op") is not None:
+        return float(r["cpu_usec_per_op"])
     client, server = r.get("client_cpu_usec_per_op"), r.get("server_cpu_usec_per_op")
     return None if client is None or server is None else float(client) + float(server)
 
@@ -143,7 +147,7 @@ TURNS = Figure(
     "p50 latency, the forms taking turns call by call",
     False,
     _p50_turns,
-    lambda r: (r.get("latency_ms") or {}).get("p50"),
+    lambda r: r.get("p50_turns_ms") or (r.get("latency_ms") or {}).get("p50"),
     "each round the forms also take turns call by call (A, B, C, A, B, C...) on one client: "
     "a stall of the host falls on every form alike, and the median call is not moved by it",
 )

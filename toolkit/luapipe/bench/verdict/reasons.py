@@ -258,9 +258,9 @@ def _cpu_figures(v: Verdict) -> str:
     rows = [r for r in v.rows if r["form"] in v.at_stake]
     parts = []
     for r in rows:
-        c, s = r.get("client_cpu_usec_per_op"), r.get("server_cpu_usec_per_op")
-        if c is not None and s is not None:
-            parts.append(f"{r['form']} {float(c) + float(s):.3g} us")
+        cpu = CPU.of_record(r)  # the median round's, as the table shows it
+        if cpu is not None:
+            parts.append(f"{r['form']} {cpu:.3g} us")
     return ", ".join(parts)
 
 
