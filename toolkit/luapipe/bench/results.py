@@ -74,7 +74,7 @@ class Record:
     cpu_usec_per_op: float | None = None
     cpu_usec_per_op_interval: tuple[float, float] | None = None
     contention: str = "spread"  # hot | spread | zipf:S: which keys the calls touched
-    #: one client: the median of the rounds' p50 while the forms took turns call by call
+    #: one client: the median of the rounds' p50 while the forms took turns of 16 calls
     #: (what decides there), and its interval across rounds
     p50_turns_ms: float | None = None
     p50_turns_ms_interval: tuple[float, float] | None = None

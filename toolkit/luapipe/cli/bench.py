@@ -476,7 +476,7 @@ DEMO_OPERATIONS = ("update_token", "reserve_stock", "rate_limit")
 DEMO_FORMS = ("pipelined", "transaction", "script", "function")
 DEMO_RTTS_MS = (0.0, 0.25, 1.0)
 DEMO_ROUNDS = 20
-#: and at RTT 0 in each round the forms take turns call by call for three times a form's
+#: and at RTT 0 in each round the forms take turns of 16 calls for three times a form's
 #: slice (there the host's stalls dominate a call)
 DEMO_TURNS = 3.0
 #: its contention slice: the operations whose writes depend on their reads, every form, 4

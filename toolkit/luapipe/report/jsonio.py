@@ -54,7 +54,7 @@ renders)::
         "rounds": [{"ops_per_sec", "calls", "seconds", "p50", "p99", "mean",  # per round
                     "client_cpu_us", "server_us", "server_cpu_us",  # per op (v2, issue 19)
                     "p50_turns"}],           # one client at RTT 0: p50 with the forms taking
-                                             # turns call by call
+                                             # turns of 16 calls
         "ops_per_sec_interval": [lo, hi],    # the median round's interval (null: 1 round);
         "latency_ms_interval": {"p50", "p99", "mean": [lo, hi] or null},  # every interval
                                              # of a report is of its median round (the sign

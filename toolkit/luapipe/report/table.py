@@ -422,8 +422,8 @@ def _legend(open_loop: bool, wide: bool) -> list[str]:
             if wide
             else "+-% = where the interval of the figure before it ends, in percent of it "
             "(below/above; one number when both ends are as far), the figure that decides its "
-            "block; turns = the p50 while the forms took turns call "
-            "by call (one client); cpu/op = the client's plus the server's CPU per op; ops/s, "
+            "block; turns = the p50 while the forms took turns of 16 "
+            "calls (one client); cpu/op = the client's plus the server's CPU per op; ops/s, "
             "p50, p99, turns and cpu/op are each the median round's, inside its interval"
         )
         + " (intervals: see the method at the end); srv us = server time inside commands per "
