@@ -186,7 +186,7 @@ def test_an_estimate_at_the_margin_is_said_to_be_there_never_promised_a_decision
     said = unwrapped(table)
     assert (
         "function vs script: the estimate sits at the margin (0.917x the p50 latency of "
-        "script, the margin at 0.909x): more rounds, a longer --duration or a quieter machine "
+        "script; the margin at 0.909x): more rounds, a longer --duration or a quieter machine "
         "narrow the interval, but it may stay on the line" in said
     )
     assert "would decide it" not in said and "if the estimate holds" not in said
@@ -238,6 +238,21 @@ def test_each_undecided_pair_is_told_what_would_decide_it_in_its_own_words() -> 
     assert "function vs transaction: a narrower interval would decide it: about" in would
     assert "function vs script: the estimate sits at the margin" in would
     assert would.count("would decide it") == 1 and would.count("on the line") == 1
+
+
+def test_pairs_at_the_margin_are_said_once_together() -> None:
+    rows = [
+        rec("transaction", [1.0] * 20, **RCW),
+        rec("script", [1.0] * 20, **RCW),
+        rec("function", [1.0 / x for x in AT_THE_LINE], **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert r.would_decide == (
+        "function vs transaction and function vs script: the estimates sit at the margin "
+        "(0.917x the p50 latency of transaction, 0.917x the p50 latency of script; the margin "
+        "at 0.909x): more rounds, a longer --duration or a quieter machine narrow the "
+        "intervals, but they may stay on the line"
+    )
 
 
 def test_a_cell_is_decided_only_when_the_picks_every_comparison_is() -> None:

@@ -248,14 +248,19 @@ def _would_decide(v: Verdict) -> str:
             f"{_pairs(rest)}: a narrower interval would decide it: {rounds}, a longer "
             "--duration (more calls per round) or a quieter machine (fewer stalls)"
         )
-    for c in line:
-        assert c.ratio is not None
-        s = _shown(c.ratio, c.figure)
+    if line:
+        said = ", ".join(
+            f"{_x(_shown(c.ratio, c.figure).value)} the {_SHORT[c.figure.key]} of {c.other}"
+            for c in line
+            if c.ratio is not None
+        )
+        ends = " and ".join(dict.fromkeys(_margin_end(c) for c in line))
+        one = len(line) == 1
         clauses.append(
-            f"{c.form} vs {c.other}: the estimate sits at the margin ({_x(s.value)} the "
-            f"{_SHORT[c.figure.key]} of {c.other}, the margin at {_margin_end(c)}): more "
-            "rounds, a longer --duration or a quieter machine narrow the interval, but it may "
-            "stay on the line"
+            f"{_pairs(line)}: the {'estimate sits' if one else 'estimates sit'} at the margin "
+            f"({said}; the margin at {ends}): more rounds, a longer --duration or a quieter "
+            f"machine narrow the {'interval' if one else 'intervals'}, but "
+            f"{'it' if one else 'they'} may stay on the line"
         )
     return "; ".join(clauses)
 
