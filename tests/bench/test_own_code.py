@@ -428,3 +428,53 @@ def test_a_script_named_as_a_catalogue_operation_is_pointed_out(
         f", name its file: luapipe bench {mine / 'reserve_stock.lua'}"
     ) in " ".join(run.output.split())
     assert "reserve_stock at 0 ms RTT" in run.output  # the precedence itself is unchanged
+
+
+HIDDEN_ASYNC_FORMS = """
+import functools
+
+async def incr(client, keys, args):
+    return [1, await client.incr(keys[0])]
+
+def logged(fn):  # a team's decorator that is not async itself
+    @functools.wraps(fn)
+    def wrapper(*a):
+        return fn(*a)
+    return wrapper
+
+hidden = logged(incr)
+
+class Counter:
+    async def __call__(self, client, keys, args):
+        return [1, await client.incr(keys[0])]
+
+counter = Counter()
+"""
+
+
+def test_an_async_form_behind_a_plain_callable_is_not_timed_as_creating_coroutines(
+    url: str, tmp_path: Path
+) -> None:
+    """A plain callable that returns a coroutine (an async def behind a decorator that is not
+    async, or an object with an async __call__) was called with the sync client and its
+    coroutine dropped unawaited: the table showed it 10x faster than the script, 0 round
+    trips, no errors. The object is run as the async def it is; the hidden one fails each
+    call, saying why."""
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "hidden_async_forms.py").write_text(HIDDEN_ASYNC_FORMS)
+    (tmp_path / "incr_capped.bench.toml").write_text(
+        'wrote = "returns[1]"\n[args]\ncap = 1000000000\n'
+        '[forms]\nhidden = "hidden_async_forms:hidden"\ncounter = "hidden_async_forms:counter"\n'
+    )
+    out = tmp_path / "r.json"
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--json", str(out))
+    assert run.exit_code == 0, run.output
+    assert "never awaited" not in run.output
+    rows = {r["form"]: r for r in json.loads(out.read_text())["records"]}
+    assert rows["counter"]["errors"] == 0 and rows["counter"]["calls"] > 0
+    assert rows["counter"]["round_trips_per_op"] == 1
+    assert rows["hidden"]["calls"] == 0 and rows["hidden"]["errors"] > 0, rows["hidden"]
+    assert (
+        "form hidden returned a coroutine without awaiting it"
+        in (rows["hidden"]["error_samples"][0])
+    )

@@ -38,7 +38,7 @@ from redis.asyncio.connection import Connection as AsyncConnection
 from luapipe.bench.counting import Counts
 from luapipe.errors import LuapipeError
 
-__all__ = ["AsyncCaller", "PythonForm", "load_callable"]
+__all__ = ["AsyncCaller", "PythonForm", "awaitable_error", "is_async_callable", "load_callable"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,30 @@ def load_callable(target: str, where: str, search: Path | None = None) -> Callab
             "(client, keys, args) only"
         )
     return fn  # type: ignore[no-any-return]
+
+
+def is_async_callable(fn: Any) -> bool:
+    """Whether a call of ``fn`` gives a coroutine to await: an ``async def`` (or a
+    ``functools.partial`` of one), or an object whose ``__call__`` is an ``async def``."""
+    found = (vars(k).get("__call__") for k in type(fn).__mro__)
+    call = None if inspect.isroutine(fn) else next((c for c in found if c is not None), None)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+def awaitable_error(what: str, value: Any) -> LuapipeError | None:
+    """The error for what a plain call returned when it is a coroutine (any awaitable): an
+    ``async def`` behind a plain function (a decorator that is not async) was never run,
+    only created. The coroutine is closed (no "never awaited" warning). None otherwise."""
+    if not hasattr(type(value), "__await__"):
+        return None
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+    return LuapipeError(
+        f"{what} returned a {type(value).__name__} without awaiting it (an async def behind "
+        "a plain function, such as a decorator that is not async): its code never ran; make "
+        "it an async def that awaits it"
+    )
 
 
 class _CountingAsyncConnection(AsyncConnection):

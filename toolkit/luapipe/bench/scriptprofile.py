@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from luapipe.bench.pyforms import PythonForm, load_callable
+from luapipe.bench.pyforms import PythonForm, is_async_callable, load_callable
 from luapipe.errors import LuapipeError, SpecError
 from luapipe.operations.benchprofile import FLAG, ArgDraw, BenchDraw, BenchProfile
 from luapipe.operations.benchspec import BenchTable, merged_draw
@@ -254,14 +254,8 @@ def _forms(b: Builder, raw: Any, search: Path) -> tuple[PythonForm, ...]:
         except LuapipeError as exc:
             b.problems.append(str(exc))
             continue
-        out.append(PythonForm(name, v["call"], atomic, _is_async(fn)))
+        out.append(PythonForm(name, v["call"], atomic, is_async_callable(fn)))
     return tuple(out)
-
-
-def _is_async(fn: Any) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(fn)
 
 
 def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptProfile:
