@@ -478,3 +478,40 @@ def test_an_async_form_behind_a_plain_callable_is_not_timed_as_creating_coroutin
         "form hidden returned a coroutine without awaiting it"
         in (rows["hidden"]["error_samples"][0])
     )
+
+
+ASYNC_INVARIANT = """
+import functools
+
+async def in_range(client, keys, args):
+    return int(await client.get(keys[0]) or 0) <= int(args[0])
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*a):
+        return fn(*a)
+    return wrapper
+
+hidden = logged(in_range)
+"""
+
+
+def test_an_async_invariant_is_refused_not_read_as_lost_updates(url: str, tmp_path: Path) -> None:
+    """An async def invariant got the sync client and its coroutine was compared with the
+    baseline's: every form, the script included, read FAIL 64/64 (lost updates) and the verdict
+    said no form ran correctly. It is refused when the profile is read; one hidden behind a
+    plain function stops the run with one line before anything is timed."""
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "async_invariant.py").write_text(ASYNC_INVARIANT)
+    profile = tmp_path / "incr_capped.bench.toml"
+    profile.write_text('invariant = "async_invariant:in_range"\n[args]\ncap = 1000000000\n')
+    with pytest.raises(SpecError, match=r"bench.toml:1: invariant: async_invariant:in_range is "
+                       r"an async def; the invariant is called between slices"):  # fmt: skip
+        load_profile(profile)
+    profile.write_text('invariant = "async_invariant:hidden"\n[args]\ncap = 1000000000\n')
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url)
+    assert run.exit_code == 1, run.output
+    assert "error: invariant async_invariant:hidden returned a coroutine without awaiting" in (
+        run.output
+    )
+    assert "FAIL" not in run.output

@@ -310,12 +310,18 @@ def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptPro
             )
             invariant = None
         else:
+            field = f"{where}:{b.lines.get('invariant', 1)}: invariant"
             try:
-                load_callable(
-                    invariant, f"{where}:{b.lines.get('invariant', 1)}: invariant", p.parent
-                )
+                check = load_callable(invariant, field, p.parent)
             except LuapipeError as exc:
                 b.problems.append(str(exc))
+            else:
+                if is_async_callable(check):
+                    b.problems.append(
+                        f"{field}: {invariant} is an async def; the invariant is called "
+                        "between slices with a redis.Redis (sync) client: write it as a plain "
+                        "function"
+                    )
     description = data.get("description", "")
     if not isinstance(description, str):
         b.problem("description", "must be a string")
