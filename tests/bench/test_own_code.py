@@ -515,3 +515,27 @@ def test_an_async_invariant_is_refused_not_read_as_lost_updates(url: str, tmp_pa
         run.output
     )
     assert "FAIL" not in run.output
+
+
+def test_a_profile_without_an_arg_every_call_needs_is_refused(tmp_path: Path) -> None:
+    """A profile that left out args the header requires was accepted, and the whole run was
+    spent on refused calls (err 13,298, 'no form at stake ran correctly'); so was one giving
+    an arg after an optional one it left out (a call passes its args in order)."""
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text("write_share = 1.0\n[args]\ncapacity = 100\nrate = 10\n")
+    with pytest.raises(SpecError) as err:
+        load_profile(profile)
+    assert err.value.problems == [
+        f"{profile}:2: args: no value for now_ms, cost: every call passes the args the script "
+        "takes (capacity, rate, now_ms, cost), each one not marked [optional]"
+    ]
+    (tmp_path / "opt.lua").write_text("-- @key k\n-- @arg [a]\n-- @arg [b]\nreturn 1\n")
+    (tmp_path / "opt.bench.toml").write_text("[args]\nb = 1\n")
+    with pytest.raises(SpecError, match=r"opt.bench.toml:2: args.b: given while \[a\] before"):
+        load_profile(tmp_path / "opt.bench.toml")
+    (tmp_path / "opt.bench.toml").write_text("[args]\na = 1\n")
+    assert [a.name for a in load_profile(tmp_path / "opt.bench.toml").bench.spread.args] == ["a"]
+    (tmp_path / "bare.lua").write_text("return redis.call('GET', KEYS[1]) or ARGV[1]\n")
+    (tmp_path / "bare.bench.toml").write_text("write_share = 0.0\n")  # no header: unchecked
+    assert load_profile(tmp_path / "bare.bench.toml").args[0].name == "arg1"
