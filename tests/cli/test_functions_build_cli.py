@@ -115,3 +115,16 @@ def test_gc_keeps_the_built_file_and_deletes_an_older_build(
     not_built = tmp_path / "x.lua"
     not_built.write_text("return 1\n")
     one_line_error(run("functions", "gc", str(not_built), "--url", url), "not a library built")
+
+
+def test_verify_that_compared_nothing_is_not_a_pass(scripts: Path) -> None:
+    """`functions verify --script legacy` (a script left out of the library), or a directory
+    of #!lua scripts on fakeredis, ran no case and printed 'ok: 0 cases over 0 scripts',
+    exit 0: a deploy pipeline's proof that proved nothing."""
+    for only in ("legacy", "window_count"):
+        res = run("functions", "verify", str(scripts), "--library", "app", "--fake",
+                  "--cases", "5", "--script", only)  # fmt: skip
+        assert res.exit_code == 1, res.output
+        last = res.output.splitlines()[-1]
+        assert last.startswith("luapipe_app_") and ": NOTHING VERIFIED: no script was run" in last
+        assert "ok" not in last
