@@ -128,3 +128,30 @@ def test_verify_that_compared_nothing_is_not_a_pass(scripts: Path) -> None:
         last = res.output.splitlines()[-1]
         assert last.startswith("luapipe_app_") and ": NOTHING VERIFIED: no script was run" in last
         assert "ok" not in last
+
+
+def test_out_that_cannot_be_written_is_one_line_naming_it(
+    scripts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--out under a file said '<file>: File exists' (mkdir's words), and a place that
+    refused the write named luapipe's own temporary file ('/sys/.app.lua.tmp: Permission
+    denied'), which the user never named; the temporary file was left behind."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "app.lua", a_file / "deeper"):
+        res = run("functions", "build", str(scripts), "--library", "app", "--out", str(out))
+        one_line_error(res, f"cannot be written, {a_file} is a file: --out names a directory")
+        assert "File exists" not in res.output
+    (tmp_path / "adir.lua").mkdir()
+    res = run("functions", "build", str(scripts), "--library", "app",
+              "--out", str(tmp_path / "adir.lua"))  # fmt: skip
+    one_line_error(res, f"{tmp_path / 'adir.lua'}: is a directory")
+
+    def refused(self: Path, target: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "replace", refused)
+    out = tmp_path / "ro"
+    res = run("functions", "build", str(scripts), "--library", "app", "--out", str(out))
+    one_line_error(res, f"{out / 'app.lua'}: cannot write the library: Permission denied")
+    assert ".tmp" not in res.output and list(out.iterdir()) == []
