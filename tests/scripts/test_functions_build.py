@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from luapipe.errors import ScriptError, ScriptRuntimeError
+from luapipe.errors import CallArgumentError, ScriptError, ScriptRuntimeError
 from luapipe.operations.generate import generated_operation
 from luapipe.operations.libraries import collect_generated
 from luapipe.scripts.build import build_library
@@ -277,3 +277,29 @@ def test_no_script_to_build_is_one_error() -> None:
         build_library([_script("g", "return _G.x\n")], "app")
     with pytest.raises(ScriptError, match="invalid library name 'my-app'"):
         build_library([_script("g", "return 1\n")], "my-app")
+
+
+def test_a_wrong_call_reads_the_same_with_functions_as_without(
+    tmp_path: Path, driver: Driver, redis_server: object, r: redis.Redis
+) -> None:
+    """functions='app' is no change to the application's calls: a call with the wrong
+    counts or a value redis-py cannot send said "function 'luapipe_app_<hash>_take' takes
+    1 key", naming a function the application never named, where it said "script 'take'"."""
+    directory = _write(
+        tmp_path / "s", {"take": "-- @key k\n-- @arg n\nreturn redis.call('DECRBY', KEYS[1], 1)\n"}
+    )
+    scripts = ScriptRegistry.from_directory(directory)
+    functions = ScriptRegistry.from_directory(directory, functions="app")
+    client = driver.redis(redis_server.port)  # type: ignore[attr-defined]
+    for keys, args in (([], [1]), (["k"], [1, 2]), (["k"], [None])):
+        said = []
+        for reg in (scripts, functions):
+            with pytest.raises(CallArgumentError) as err:
+                driver.run(reg.call(client, "take", keys, args))
+            said.append(str(err.value))
+            with pytest.raises(CallArgumentError) as err:
+                reg.pipeline(client).call("take", keys, args)
+            said.append(str(err.value))
+        assert len(set(said)) == 1 and said[0].startswith("script 'take'"), said
+    r.delete("k")
+    assert driver.run(functions.call(client, "take", ["k"], [1])) == -1
