@@ -539,3 +539,21 @@ def test_a_profile_without_an_arg_every_call_needs_is_refused(tmp_path: Path) ->
     (tmp_path / "bare.lua").write_text("return redis.call('GET', KEYS[1]) or ARGV[1]\n")
     (tmp_path / "bare.bench.toml").write_text("write_share = 0.0\n")  # no header: unchecked
     assert load_profile(tmp_path / "bare.bench.toml").args[0].name == "arg1"
+
+
+def test_two_scripts_of_one_name_are_refused_not_mixed_up(tmp_path: Path) -> None:
+    """`bench v1/incr_capped.lua v2/incr_capped.lua` (an edited script against the old one)
+    timed both under one name: one block with two 'script' and two 'function' rows, a
+    verdict of 'function vs function', and both on the same bench keys."""
+    for version in ("v1", "v2"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "incr_capped.lua").write_text(INCR_CAPPED)
+    v1, v2 = str(tmp_path / "v1" / "incr_capped.lua"), str(tmp_path / "v2" / "incr_capped.lua")
+    with pytest.raises(LuapipeError, match=f"{v1} and {v2} are both timed as 'incr_capped'"):
+        resolve_workloads([v1, v2])
+    with pytest.raises(LuapipeError, match="reserve_stock is named twice"):
+        resolve_workloads(["reserve_stock", "reserve_stock"])
+    assert [w.name for w in resolve_workloads([v1, "reserve_stock"])] == [
+        "incr_capped",
+        "reserve_stock",
+    ]
