@@ -334,10 +334,11 @@ def test_a_python_form_that_raises_is_counted_and_the_loop_goes_on(
     (not redis-py's) ended the run with a traceback (one client) or lost the worker's slice
     (several)."""
     (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
-    (tmp_path / "faulty.py").write_text(FAULTY_FORMS)
+    module = f"faulty_{clients}"  # one module per name in a process (one per parameter)
+    (tmp_path / f"{module}.py").write_text(FAULTY_FORMS)
     (tmp_path / "incr_capped.bench.toml").write_text(
         'wrote = "returns[1]"\n[args]\ncap = 1000000000\n'
-        '[forms]\nboom = "faulty:boom"\nboom_async = "faulty:boom_async"\n'
+        f'[forms]\nboom = "{module}:boom"\nboom_async = "{module}:boom_async"\n'
     )
     out = tmp_path / "r.json"
     run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients,
@@ -383,11 +384,11 @@ def test_a_python_form_that_never_returns_stops_the_run(
 
     monkeypatch.setattr(loop, "HUNG_AFTER_S", 1.0)
     (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
-    (tmp_path / "stuck.py").write_text(
+    (tmp_path / f"stuck_{clients}.py").write_text(  # one module per name in a process
         "import time\n\ndef wait(client, keys, args):\n    time.sleep(3600)\n"
     )
     (tmp_path / "incr_capped.bench.toml").write_text(
-        '[args]\ncap = 1000000000\n[forms]\nstuck = "stuck:wait"\n'
+        f'[args]\ncap = 1000000000\n[forms]\nstuck = "stuck_{clients}:wait"\n'
     )
     started = time.monotonic()
     run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients)
@@ -556,4 +557,28 @@ def test_two_scripts_of_one_name_are_refused_not_mixed_up(tmp_path: Path) -> Non
     assert [w.name for w in resolve_workloads([v1, "reserve_stock"])] == [
         "incr_capped",
         "reserve_stock",
+    ]
+
+
+def test_two_profiles_with_a_module_of_one_name_are_refused(tmp_path: Path) -> None:
+    """Python imports one module per name: a second profile whose folder holds its own
+    forms.py got the first profile's forms module, and its form timed the other's code
+    without a word (b's form, which raises on every call, ran a's, no errors)."""
+    for version, body in (("a", "return [1, client.incr(keys[0])]"), ("b", "raise KeyError")):
+        d = tmp_path / version
+        d.mkdir()
+        (d / "incr_capped.lua").write_text(INCR_CAPPED)
+        (d / "same_name_forms.py").write_text(f"def take(client, keys, args):\n    {body}\n")
+        (d / "incr_capped.bench.toml").write_text(
+            '[args]\ncap = 1000000000\n[forms]\nmine = "same_name_forms:take"\n'
+        )
+    load_profile(tmp_path / "a" / "incr_capped.bench.toml")
+    load_profile(tmp_path / "a" / "incr_capped.bench.toml")  # the same module: fine
+    with pytest.raises(SpecError) as err:
+        load_profile(tmp_path / "b" / "incr_capped.bench.toml")
+    assert err.value.problems == [
+        f"{tmp_path / 'b' / 'incr_capped.bench.toml'}:4: forms.mine: 'same_name_forms' is "
+        f"{tmp_path / 'b' / 'same_name_forms.py'} here, but {tmp_path / 'a' / 'same_name_forms.py'}"
+        " was imported under that name already (another profile's): Python keeps one module "
+        "per name, so this profile would run that one; give one of them another name"
     ]

@@ -64,6 +64,7 @@ def load_callable(target: str, where: str, search: Path | None = None) -> Callab
     for folder in (Path.cwd(), search):
         if folder is not None and str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
+    _one_module_per_name(module_name.split(".")[0], search, where)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an import error of the team's own module, whatever it is
@@ -103,6 +104,24 @@ def load_callable(target: str, where: str, search: Path | None = None) -> Callab
             "(client, keys, args) only"
         )
     return fn  # type: ignore[no-any-return]
+
+
+def _one_module_per_name(top: str, search: Path | None, where: str) -> None:
+    """Python imports one module per name: a profile whose folder holds ``forms.py`` while
+    another ``forms`` was imported already (another profile's) would get that one."""
+    cached = sys.modules.get(top)
+    was = getattr(cached, "__file__", None)
+    if search is None or was is None:
+        return
+    for here in (search / f"{top}.py", search / top / "__init__.py"):
+        if here.is_file():
+            if here.resolve() != Path(was).resolve():
+                raise LuapipeError(
+                    f"{where}: {top!r} is {here} here, but {was} was imported under that name "
+                    "already (another profile's): Python keeps one module per name, so this "
+                    "profile would run that one; give one of them another name"
+                )
+            return
 
 
 def is_async_callable(fn: Any) -> bool:
