@@ -146,12 +146,18 @@ def test_scripts_a_function_cannot_run_are_listed_with_the_reason() -> None:
 CONVERTED = {
     "fields": "local t = {KEYS = KEYS[1], ARGV = #ARGV}\nreturn {t.KEYS, t.ARGV}\n",
     "shadowed": "local KEYS = {'x'}\nKEYS = {'y'}\nreturn KEYS[1]\n",
+    # a local, a parameter, a field or a constructor's key named as a global reader
+    "local_load": "local load = tonumber(ARGV[1]) or 0\nreturn load\n",
+    "param_load": "local function f(load) return load end\nreturn f(KEYS[1])\n",
+    "field_load": "local t = {load = 1, _G = 2}\nreturn t.load + t._G\n",
+    "local_g": "local _G = {KEYS = {'x'}}\nreturn _G.KEYS[1]\n",
 }
 
 
 @pytest.mark.parametrize("name", sorted(CONVERTED))
 def test_what_only_looks_like_assigning_keys_is_converted(name: str, r: redis.Redis) -> None:
-    """`{KEYS = ...}` read as an assignment of the global KEYS: the script was left out."""
+    """`{KEYS = ...}` read as an assignment of the global KEYS, and `local load = ...` or
+    `{load = 1}` as compiling code at run time: the script was left out."""
     built = build_library([_script(name, CONVERTED[name])], "app")
     assert built.skipped == () and dict(built.scripts).keys() == {name}
     r.function_load(built.source, replace=True)
