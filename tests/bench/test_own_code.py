@@ -582,3 +582,34 @@ def test_two_profiles_with_a_module_of_one_name_are_refused(tmp_path: Path) -> N
         " was imported under that name already (another profile's): Python keeps one module "
         "per name, so this profile would run that one; give one of them another name"
     ]
+
+
+class _AsyncCounter(_Counter):
+    """_Counter with the optional parts the README lists: asyncio calls for --tasks, and
+    how many cases its invariant found broken."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {}
+
+    def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> Any:
+        async def call(i: int) -> int:
+            await client.incr("luapipe:bench:hits:n")
+            return 0
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        self.state["checked"] = (1, 3)  # as if one case of three were found broken
+        return False, "1 of 3 cases broken"
+
+
+def test_a_workload_of_ones_own_with_asyncio_calls_runs_under_tasks(url: str) -> None:
+    """The Workload protocol's optional op_fn_async (README): --tasks awaits it; and the
+    invariant's own count of broken cases is what the results say (FAIL 1/3)."""
+    quick = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
+    result = run_bench(url, [_AsyncCounter()], quick)
+    for r in result.records:
+        assert r.calls > 0 and r.errors == 0, (r.form, r.error_samples)
+        assert (r.lost_updates, r.invariant_cases) == (1, 3), r.form
+    with pytest.raises(LuapipeError, match="hits has no asyncio calls"):
+        run_bench(url, [_Counter()], quick)
