@@ -613,3 +613,15 @@ def test_a_workload_of_ones_own_with_asyncio_calls_runs_under_tasks(url: str) ->
         assert (r.lost_updates, r.invariant_cases) == (1, 3), r.form
     with pytest.raises(LuapipeError, match="hits has no asyncio calls"):
         run_bench(url, [_Counter()], quick)
+
+
+def test_a_script_that_does_not_compile_is_its_syntax_error(tmp_path: Path) -> None:
+    """`bench broken.lua` started a server, drew cases, and said "no sampled case runs
+    without an error; write a bench profile": the script's syntax error, file:line, is
+    what a user must read, before any server starts."""
+    script = tmp_path / "broken.lua"
+    script.write_text("-- @key k\nreturn redis.call('GET', KEYS[1]\n")
+    for target in (script, tmp_path / "broken.bench.toml"):
+        (tmp_path / "broken.bench.toml").write_text("write_share = 0.0\n")
+        with pytest.raises(LuapipeError, match=rf"{script}:3: Lua syntax error: '\)' expected"):
+            resolve_workloads([str(target)])
