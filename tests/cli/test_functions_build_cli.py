@@ -155,3 +155,23 @@ def test_out_that_cannot_be_written_is_one_line_naming_it(
     res = run("functions", "build", str(scripts), "--library", "app", "--out", str(out))
     one_line_error(res, f"{out / 'app.lua'}: cannot write the library: Permission denied")
     assert ".tmp" not in res.output and list(out.iterdir()) == []
+
+
+def test_gc_names_a_missing_file_and_a_directory_for_what_they_are(
+    scripts: Path, tmp_path: Path, redis_server: ServerProcess
+) -> None:
+    """`functions gc buidl/app.lua` (a typo) said 'not a library built by luapipe functions
+    build', and `functions gc build` (the directory deploy --dir takes) 'build:1: file:
+    cannot read: Is a directory', read as a spec."""
+    url = redis_server.url
+    out = tmp_path / "build"
+    assert (
+        run("functions", "build", str(scripts), "--library", "app", "--out", str(out)).exit_code
+        == 0
+    )
+    typo = tmp_path / "buidl" / "app.lua"
+    one_line_error(run("functions", "gc", str(typo), "--url", url), f"{typo}: no such file")
+    one_line_error(
+        run("functions", "gc", str(out), "--url", url),
+        f"{out}: a directory; name the built library's file ({out / 'app.lua'})",
+    )
