@@ -205,12 +205,15 @@ def _fake_client() -> redis.Redis:
 @common.json_option
 def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json: bool) -> None:
     """Delete old luapipe libraries (luapipe_<name>_<hash>: generated, or built) on every
-    primary, keeping the current version of each SPEC|NAME, and each built library FILE.lua
-    (what functions build wrote). A team's own libraries are never touched."""
+    primary: the older versions of each SPEC|NAME and of each built library FILE.lua (what
+    functions build wrote), keeping the current one. Without arguments, every luapipe
+    library goes. A team's own libraries, and other operations' or builds' libraries when
+    names are given, are never touched."""
     from luapipe.operations.catalogue import spec_paths
     from luapipe.operations.generate import library_name
     from luapipe.operations.libraries import collect_generated
     from luapipe.operations.spec import load_operations
+    from luapipe.scripts.versioned import VERSIONED_NAME
 
     for spec in specs:
         if Path(spec).is_dir():
@@ -221,7 +224,9 @@ def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json
     keep = [_built_name(f) for f in files]
     ops = [s for s in specs if not s.endswith(".lua")]
     keep += [library_name(op) for op in load_operations(spec_paths(ops))] if ops else []
-    found = collect_generated(common.client(url), keep, dry_run=dry_run)
+    # named: only their older versions go, never another operation's or service's build
+    only = {VERSIONED_NAME.match(k)["op"] for k in keep} if specs else None  # type: ignore[index]
+    found = collect_generated(common.client(url), keep, dry_run=dry_run, only=only)
     if as_json:
         common.emit_json([c.as_dict() for c in found])
         return
@@ -229,9 +234,10 @@ def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json
     for c in found:
         gone = ", ".join(c.deleted) or "nothing"
         others = f"{c.others} other {'library' if c.others == 1 else 'libraries'}"
+        unnamed = f", {len(c.unnamed)} of luapipe's not named" if c.unnamed else ""
         click.echo(
             f"{c.node}: {verb} {gone}; kept {common.plural(len(c.kept), 'current version')}; "
-            f"left {others} alone (not luapipe's)"
+            f"left {others} alone (not luapipe's){unnamed}"
         )
 
 
