@@ -6,7 +6,10 @@
     await asyncio.gather(*(reg.call(ap, "rate_limit", keys=[k], args=[10, 60]) for k in ks))
     await ap.incr("hits"); await op.run(ap, "script", keys=..., args=...)
 
-A scheduler (:mod:`~luapipe.wire.autopipe.schedule`) runs many callers' steps side by side,
+A scheduler (:mod:`~luapipe.wire.autopipe.schedule`; the calls and node queues it keeps,
+:mod:`~luapipe.wire.autopipe.calls`; where they go, :mod:`~luapipe.wire.autopipe.routers`;
+what a lost write's callers get, :mod:`~luapipe.wire.autopipe.outcomes`; all free of I/O)
+runs many callers' steps side by side,
 as :func:`~luapipe.wire.routing.gather` runs a pipeline's per-node plans: every ``Send``
 joins its node's queue, and each node's one connection writes the whole queue as one write
 whenever it is idle (one write in flight per node; no timer), then resumes each caller with

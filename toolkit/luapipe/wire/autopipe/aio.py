@@ -38,6 +38,7 @@ from luapipe.errors import (
 )
 from luapipe.wire.aio import node_for
 from luapipe.wire.autopipe.aiolink import AioLink, copy_error
+from luapipe.wire.autopipe.calls import Call, NodeQueue, Recover
 from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
@@ -49,13 +50,8 @@ from luapipe.wire.autopipe.commands import (
 )
 from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
 from luapipe.wire.autopipe.packing import Packer
-from luapipe.wire.autopipe.schedule import (
-    Call,
-    NodeQueue,
-    Recover,
-    Router,
-    Scheduler,
-)
+from luapipe.wire.autopipe.routers import Router
+from luapipe.wire.autopipe.schedule import Scheduler
 from luapipe.wire.drivers import drive_async
 from luapipe.wire.limits import BulkLimits, might_exceed
 from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy

@@ -23,7 +23,8 @@ import redis.exceptions as rex
 
 from luapipe.errors import ConnectionFailed, LuapipeError, translate
 from luapipe.wire.aio import _socket_stale
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
+from luapipe.wire.autopipe.calls import Entry, NodeQueue
+from luapipe.wire.autopipe.outcomes import lost_after_write
 from luapipe.wire.replies import ReplyError, full_error_text
 
 __all__ = ["AioLink", "copy_error"]

@@ -18,7 +18,8 @@ from typing import Any
 import redis.exceptions as rex
 
 from luapipe.errors import ConnectionFailed, LuapipeError, translate
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
+from luapipe.wire.autopipe.calls import Entry, NodeQueue
+from luapipe.wire.autopipe.outcomes import lost_after_write
 from luapipe.wire.replies import ReplyError, full_error_text
 from luapipe.wire.sync import _stale
 

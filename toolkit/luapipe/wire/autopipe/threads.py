@@ -38,6 +38,7 @@ from luapipe.errors import (
     ServerError,
     translate,
 )
+from luapipe.wire.autopipe.calls import Call, NodeQueue, Recover
 from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
@@ -48,7 +49,8 @@ from luapipe.wire.autopipe.commands import (
 )
 from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
 from luapipe.wire.autopipe.packing import Packer
-from luapipe.wire.autopipe.schedule import Call, NodeQueue, Recover, Router, Scheduler
+from luapipe.wire.autopipe.routers import Router
+from luapipe.wire.autopipe.schedule import Scheduler
 from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
 from luapipe.wire.drivers import _locate, drive
 from luapipe.wire.limits import BulkLimits, might_exceed
