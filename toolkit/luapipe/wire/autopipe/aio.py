@@ -44,13 +44,14 @@ from luapipe.wire.autopipe.commands import (
     finisher,
     looked_up,
     one_command,
-    route_by_head,
-    route_of,
+    route_for,
     sized_command,
 )
-from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
+from luapipe.wire.autopipe.keyspecs import LOOKUP
+from luapipe.wire.autopipe.outcomes import closed as _closed
+from luapipe.wire.autopipe.outcomes import holds_connections
 from luapipe.wire.autopipe.packing import Packer
-from luapipe.wire.autopipe.routers import Router
+from luapipe.wire.autopipe.routers import KeyRouter, PlainRouter, Router, address
 from luapipe.wire.autopipe.schedule import Scheduler
 from luapipe.wire.drivers import drive_async
 from luapipe.wire.limits import BulkLimits, might_exceed
@@ -63,7 +64,6 @@ from luapipe.wire.routing import (
     SlotsOf,
     Steps,
     command_slot_error,
-    node_order,
 )
 from luapipe.wire.values import check_values
 
@@ -110,44 +110,14 @@ class _AioCall(Call):
             self.fut.set_result(_Slow(request))
 
 
-class _PlainRouter(Router):
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def locate(self, slot: int | None, read_only: bool) -> str:
-        return self.name
-
-    def nodes(self) -> list[str]:
-        return [self.name]
-
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        return [None] * len(commands)
-
-
-class _ClusterRouter(Router):
-    def __init__(self, client: RedisCluster) -> None:
-        self.client = client
-        self.finder = KeyFinder()
-
+class _ClusterRouter(KeyRouter):
     def locate(self, slot: int | None, read_only: bool) -> str:
         return str(node_for(self.client, slot, read_only=read_only).name)
 
-    def nodes(self) -> list[str]:
-        found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
-        return node_order(found)
-
-    def slot(self, args: Sequence[Any]) -> int | Found | None:
-        """The slot of a command's keys found without I/O (the key specs, or redis-py's
-        own rule), or LOOKUP: only the server can say."""
-        client = self.client
-        found = self.finder.keys(client.commands_parser.commands, args)
-        if found is LOOKUP:
-            return LOOKUP
-        if found is not NOT_MOVABLE:
-            return slot_of_keys(args, found, client.keyslot)  # type: ignore[arg-type]
+    def own_slot(self, args: Sequence[Any]) -> int | None:
         # redis-py's rule for a command it knows and need not ask about: no I/O, so its
         # coroutine ends at the first step
-        running = client._determine_slot(*args)
+        running = self.client._determine_slot(*args)
         try:
             running.send(None)
         except StopIteration as done:
@@ -158,25 +128,6 @@ class _ClusterRouter(Router):
             raise translate(exc) from exc
         running.close()
         raise RuntimeError(f"redis-py waited for I/O to find the keys of {args[0]}")
-
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        out: list[int | None] = []
-        for args in commands:
-            slot = self.slot(args)
-            if slot is LOOKUP:
-                return None
-            out.append(slot)  # type: ignore[arg-type]
-        return out
-
-
-def _address(kwargs: dict[str, Any]) -> str:
-    if "path" in kwargs:
-        return str(kwargs["path"])
-    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
-
-
-def _closed() -> ConnectionFailed:
-    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
 
 
 def _cancelled(call: Call, exc: BaseException) -> None:
@@ -233,9 +184,9 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self.writes = 0
         self.commands = 0
         if self.on_cluster:
-            router: Router = _ClusterRouter(client)  # type: ignore[arg-type]
+            router: Router = _ClusterRouter(client)
         else:
-            router = _PlainRouter(_address(client.connection_pool.connection_kwargs))  # type: ignore[union-attr]
+            router = PlainRouter(address(client.connection_pool.connection_kwargs))  # type: ignore[union-attr]
         self._sched = Scheduler(router, self._kick, self._pack_many, max_batch)
         self._sched.callbacks = client.response_callbacks
 
@@ -263,18 +214,17 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         try:
             if self._closed:  # closed while this call waited for a place
                 raise _closed()
-            sched = self._sched
-            sched.join(call)
-            call.args = args
-            call.finish = finish
-            call.recover = recover
             packed = self._packer.one(args)
-            try:
-                node = sched.router.locate(slot, read_only)
-            except LuapipeError as exc:
-                sched.recover(call, None, exc)
-            else:
-                sched.send_one(call, node, packed, hold)
+            self._sched.submit(
+                call,
+                args,
+                packed,
+                slot=slot,
+                read_only=read_only,
+                finish=finish,
+                recover=recover,
+                hold=hold,
+            )
             try:
                 out = await call.fut
             except asyncio.CancelledError as exc:
@@ -342,13 +292,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         check_values(f"command {args[0]}", "args", args[1:])  # not at pack time, unnamed
         if self._packer is None or self._loop is not _running_loop():
             await self._start()
-        head = args[0]
-        route = self._routes.get(head) if not options else None
-        if route is None:
-            flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
-            route = route_of(args, options, flag)
-            if not options and route_by_head(head):
-                self._routes[head] = route
+        route = route_for(self._routes, self.client if self.on_cluster else None, args, options)
         slot: Any = self._sched.router.slot(args) if self.on_cluster else None  # type: ignore[attr-defined]
         if slot is LOOKUP:
             if route == "dedicated":  # a connection of its own: no place to keep
@@ -400,10 +344,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         if kind is SlotsOf:
             return [await self._slot(tuple(a)) for a in request.commands]
         if kind is Release:
-            raise CallArgumentError(
-                "these steps hold connections between round trips, which an auto-pipeline "
-                "shares: run them on the client itself"
-            )
+            raise holds_connections()
         raise TypeError(f"not a request: {request!r}")
 
     async def _refresh(self, request: Refresh) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "miss_group",
     "one_command",
     "route_by_head",
+    "route_for",
     "route_of",
     "sized_command",
 ]
@@ -115,6 +116,23 @@ def route_by_head(head: Any) -> bool:
     if not isinstance(head, str | bytes):
         return False
     return _upper(head) not in _ROUTED_BY_ARGS
+
+
+def route_for(
+    routes: dict[Any, str], cluster: Any, args: tuple[Any, ...], options: Mapping[str, Any]
+) -> str:
+    """:func:`route_of`, remembered in ``routes`` by the command's first word where that
+    word alone decides (:func:`route_by_head`) and the call has no options. ``cluster``:
+    the cluster client, whose ``command_flags`` name the commands it sends to several
+    nodes (None for one server)."""
+    head = args[0]
+    route = routes.get(head) if not options else None
+    if route is None:
+        flag = cluster.command_flags.get(head) if cluster is not None else None
+        route = route_of(args, options, flag)
+        if not options and route_by_head(head):
+            routes[head] = route
+    return route
 
 
 def _upper(arg: str | bytes) -> str:

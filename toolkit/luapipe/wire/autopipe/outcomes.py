@@ -6,9 +6,29 @@ is never re-sent) are the same in threads and tasks.
 
 from __future__ import annotations
 
-from luapipe.errors import LuapipeError, OutcomeUnknown, translate
+from luapipe.errors import (
+    CallArgumentError,
+    ConnectionFailed,
+    LuapipeError,
+    OutcomeUnknown,
+    translate,
+)
 
-__all__ = ["lost_after_write"]
+__all__ = ["closed", "holds_connections", "lost_after_write"]
+
+
+def closed() -> ConnectionFailed:
+    """What a call gets from an auto-pipeline that was closed before it was sent."""
+    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
+
+
+def holds_connections() -> CallArgumentError:
+    """What steps that hold connections between round trips (``Release``) get: an
+    auto-pipeline shares its connections."""
+    return CallArgumentError(
+        "these steps hold connections between round trips, which an auto-pipeline "
+        "shares: run them on the client itself"
+    )
 
 
 def lost_after_write(node: str, exc: BaseException | None) -> LuapipeError:

@@ -122,6 +122,31 @@ class Scheduler:
         self._seq += 1
         call.seq = self._seq
 
+    def submit(
+        self,
+        call: Call,
+        args: tuple[Any, ...],
+        packed: bytes,
+        *,
+        slot: int | None,
+        read_only: bool,
+        finish: Callable[[Any], Any] | None,
+        recover: Recover | None,
+        hold: Any,
+    ) -> None:
+        """Join a fast-path ``call`` (one command: ``args``, ``packed``) and queue it on
+        ``slot``'s node; a slot no node covers goes to its ``recover`` steps."""
+        self.join(call)
+        call.args = args
+        call.finish = finish
+        call.recover = recover
+        try:
+            node = self.router.locate(slot, read_only)
+        except LuapipeError as exc:
+            self.recover(call, None, exc)
+        else:
+            self.send_one(call, node, packed, hold)
+
     def send_one(self, call: Call, node: str, packed: bytes, hold: Any = None) -> None:
         """Queue a fast-path call's one command (``call.args``, packed) on ``node``.
         ``hold``: what its ``recover`` heals and sends again if the server refuses it as

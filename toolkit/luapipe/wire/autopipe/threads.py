@@ -43,13 +43,14 @@ from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
     one_command,
-    route_by_head,
-    route_of,
+    route_for,
     sized_command,
 )
-from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
+from luapipe.wire.autopipe.keyspecs import LOOKUP
+from luapipe.wire.autopipe.outcomes import closed as _closed
+from luapipe.wire.autopipe.outcomes import holds_connections
 from luapipe.wire.autopipe.packing import Packer
-from luapipe.wire.autopipe.routers import Router
+from luapipe.wire.autopipe.routers import KeyRouter, PlainRouter, Router, address
 from luapipe.wire.autopipe.schedule import Scheduler
 from luapipe.wire.autopipe.threadlink import ThreadLink, lost_error
 from luapipe.wire.drivers import _locate, drive
@@ -63,7 +64,6 @@ from luapipe.wire.routing import (
     SlotsOf,
     Steps,
     command_slot_error,
-    node_order,
 )
 from luapipe.wire.values import check_values
 
@@ -103,10 +103,6 @@ class _ThreadCall(Call):
         self.signal()
 
 
-def _closed() -> ConnectionFailed:
-    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
-
-
 def _interrupted(node: str, stop: BaseException) -> Callable[[], LuapipeError]:
     def make() -> LuapipeError:
         return OutcomeUnknown(
@@ -117,63 +113,18 @@ def _interrupted(node: str, stop: BaseException) -> Callable[[], LuapipeError]:
     return make
 
 
-class _PlainRouter(Router):
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def locate(self, slot: int | None, read_only: bool) -> str:
-        return self.name
-
-    def nodes(self) -> list[str]:
-        return [self.name]
-
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        return [None] * len(commands)
-
-
-class _ClusterRouter(Router):
-    def __init__(self, client: redis.cluster.RedisCluster) -> None:
-        self.client = client
-        self.finder = KeyFinder()
-
+class _ClusterRouter(KeyRouter):
     def locate(self, slot: int | None, read_only: bool) -> str:
         return _locate(self.client, slot, read_only)
 
-    def nodes(self) -> list[str]:
+    def own_slot(self, args: Sequence[Any]) -> int | None:
         client: Any = self.client
-        found = [(n.name, n.server_type == "primary") for n in client.get_nodes()]
-        return node_order(found)
-
-    def slot(self, args: Sequence[Any]) -> int | Found | None:
-        """The slot of a command's keys found without I/O (the key specs, or redis-py's
-        own rule), or LOOKUP: only the server can say."""
-        client: Any = self.client
-        found = self.finder.keys(client.commands_parser.commands, args)
-        if found is LOOKUP:
-            return LOOKUP
-        if found is not NOT_MOVABLE:
-            return slot_of_keys(args, found, client.keyslot)  # type: ignore[arg-type]
         try:
             return int(client.determine_slot(*args))
         except rex.RedisClusterException as exc:
             return command_slot_error(args, exc)
         except rex.DataError as exc:
             raise translate(exc) from exc
-
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        out: list[int | None] = []
-        for args in commands:
-            slot = self.slot(args)
-            if slot is LOOKUP:
-                return None
-            out.append(slot)  # type: ignore[arg-type]
-        return out
-
-
-def _address(kwargs: dict[str, Any]) -> str:
-    if "path" in kwargs:
-        return str(kwargs["path"])
-    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
 class AutoPipeline(CoreCommands):
@@ -219,10 +170,10 @@ class AutoPipeline(CoreCommands):
         if self.on_cluster:
             node = client.get_default_node()  # type: ignore[union-attr]
             pool = node.redis_connection.connection_pool
-            router: Router = _ClusterRouter(client)  # type: ignore[arg-type]
+            router: Router = _ClusterRouter(client)
         else:
             pool = client.connection_pool  # type: ignore[union-attr]
-            router = _PlainRouter(_address(pool.connection_kwargs))
+            router = PlainRouter(address(pool.connection_kwargs))
         self._packer = Packer(pool.connection_class(**pool.connection_kwargs))
         self._sched = Scheduler(router, self._kick, self._packer.many, max_batch)
         self._sched.callbacks = (
@@ -248,17 +199,16 @@ class AutoPipeline(CoreCommands):
         self._admit(call)
         try:
             with self._mutex:
-                sched = self._sched
-                sched.join(call)
-                call.args = args
-                call.finish = finish
-                call.recover = recover
-                try:
-                    node = sched.router.locate(slot, read_only)
-                except LuapipeError as exc:
-                    sched.recover(call, None, exc)
-                else:
-                    sched.send_one(call, node, packed, hold)
+                self._sched.submit(
+                    call,
+                    args,
+                    packed,
+                    slot=slot,
+                    read_only=read_only,
+                    finish=finish,
+                    recover=recover,
+                    hold=hold,
+                )
             return self._wait(call)
         finally:
             self._leave()
@@ -296,13 +246,7 @@ class AutoPipeline(CoreCommands):
     def execute_command(self, *args: Any, **options: Any) -> Any:
         """A redis-py command through the auto-pipeline: what the client's method returns."""
         check_values(f"command {args[0]}", "args", args[1:])  # not at pack time, unnamed
-        head = args[0]
-        route = self._routes.get(head) if not options else None
-        if route is None:
-            flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
-            route = route_of(args, options, flag)
-            if not options and route_by_head(head):
-                self._routes[head] = route
+        route = route_for(self._routes, self.client if self.on_cluster else None, args, options)
         slot = self._slot(args) if self.on_cluster else None
         if route == "dedicated":
             cmd = Command(tuple(args), options, parse=True)
@@ -385,10 +329,7 @@ class AutoPipeline(CoreCommands):
         if kind is SlotsOf:
             return [self._slot(tuple(a)) for a in request.commands]
         if kind is Release:
-            raise CallArgumentError(
-                "these steps hold connections between round trips, which an auto-pipeline "
-                "shares: run them on the client itself"
-            )
+            raise holds_connections()
         raise TypeError(f"not a request: {request!r}")
 
     def _refresh(self, request: Refresh) -> None:
