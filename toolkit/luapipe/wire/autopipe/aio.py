@@ -12,7 +12,9 @@ resolves its future. What only this flavour does:
 - **waiting**: each call's future; a request the scheduler hands back (``Refresh``,
   ``Sleep``, ``SlotsOf``) is answered in the caller's own task, so a slot map re-read or a
   backoff never stalls the other callers; a cancelled caller's call leaves the queue if it
-  was never written, or its reply is read and dropped;
+  was never written, or its reply is read and dropped
+  (:mod:`~luapipe.wire.autopipe.aiowait`, :class:`AsyncAutoPipeline`'s base
+  :class:`~luapipe.wire.autopipe.aiowait.AsyncWaiting`);
 - **the bound**: at most ``max_in_flight`` calls; the next ones wait their turn in order.
 """
 
@@ -29,16 +31,11 @@ import redis.exceptions as rex
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncCoreCommands
 
-from luapipe.errors import (
-    CallArgumentError,
-    ConnectionFailed,
-    LuapipeError,
-    ServerError,
-    translate,
-)
+from luapipe.errors import CallArgumentError, ConnectionFailed, translate
 from luapipe.wire.aio import node_for
-from luapipe.wire.autopipe.aiolink import AioLink, copy_error
-from luapipe.wire.autopipe.calls import Call, NodeQueue, Recover
+from luapipe.wire.autopipe.aiolink import AioLink
+from luapipe.wire.autopipe.aiowait import AsyncWaiting, _AioCall, _cancelled, _Slow
+from luapipe.wire.autopipe.calls import NodeQueue, Recover
 from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
@@ -49,65 +46,20 @@ from luapipe.wire.autopipe.commands import (
 )
 from luapipe.wire.autopipe.keyspecs import LOOKUP
 from luapipe.wire.autopipe.outcomes import closed as _closed
-from luapipe.wire.autopipe.outcomes import holds_connections
 from luapipe.wire.autopipe.packing import Packer
 from luapipe.wire.autopipe.routers import KeyRouter, PlainRouter, Router, address
 from luapipe.wire.autopipe.schedule import Scheduler
 from luapipe.wire.drivers import drive_async
 from luapipe.wire.limits import BulkLimits, might_exceed
-from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
-from luapipe.wire.replies import Command, Redirect
-from luapipe.wire.routing import (
-    Refresh,
-    Release,
-    Sleep,
-    SlotsOf,
-    Steps,
-    command_slot_error,
-)
+from luapipe.wire.policy import DEFAULT, RetryPolicy
+from luapipe.wire.replies import Command
+from luapipe.wire.routing import Steps, command_slot_error
 from luapipe.wire.values import check_values
 
 __all__ = ["AsyncAutoPipeline"]
 
 _NET = (rex.ConnectionError, rex.TimeoutError, OSError)
 _running_loop = asyncio.get_running_loop
-
-
-class _Slow:
-    """A request handed back to the caller's task."""
-
-    __slots__ = ("request",)
-
-    def __init__(self, request: Any) -> None:
-        self.request = request
-
-
-class _AioCall(Call):
-    __slots__ = ("fut",)
-
-    def __init__(self, fut: asyncio.Future[Any]) -> None:  # Call's fields, set inline
-        self.seq = 0
-        self.steps = None
-        self.args = None
-        self.finish = None
-        self.recover = None
-        self.cancelled = False
-        self.written = 0
-        self.answers = None
-        self.missing = 0
-        self.fut = fut
-
-    def resolve(self, value: Any) -> None:
-        if not self.fut.done():
-            self.fut.set_result(value)
-
-    def fail(self, exc: BaseException) -> None:
-        if not self.fut.done():
-            self.fut.set_exception(exc)
-
-    def slow(self, request: Any) -> None:
-        if not self.fut.done():
-            self.fut.set_result(_Slow(request))
 
 
 class _ClusterRouter(KeyRouter):
@@ -130,18 +82,9 @@ class _ClusterRouter(KeyRouter):
         raise RuntimeError(f"redis-py waited for I/O to find the keys of {args[0]}")
 
 
-def _cancelled(call: Call, exc: BaseException) -> None:
-    """The caller gave up: the call leaves the queue if it was never written (it did not
-    run); if it was, its reply is read and dropped. Nothing else is touched."""
-    call.cancelled = True
-    if call.written:
-        exc.add_note(
-            "luapipe: cancelled after the request was sent; the outcome is unknown "
-            "and it was not re-sent"
-        )
-
-
-class AsyncAutoPipeline(AsyncCoreCommands):
+# redis-py's own async command mixins disagree on command_info's signature; mypy only
+# notices once a class has a second base (as in scripts/pipeline.py).
+class AsyncAutoPipeline(AsyncWaiting, AsyncCoreCommands):  # type: ignore[misc]
     """Concurrent calls from many tasks share round trips: see :mod:`luapipe.wire.autopipe`.
 
     Every redis-py command method (``await ap.get(k)``, ``ap.incr``...) goes through
@@ -309,71 +252,6 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         finish = finisher(self._sched.callbacks, args, options)
         recover = command_recover(args, slot, self.policy, finish, options)
         return await self.call(args, slot=slot, finish=finish, recover=recover)
-
-    # -- waiting -------------------------------------------------------------------------
-    async def _wait(self, call: _AioCall, out: Any = None) -> Any:
-        """The call's outcome; requests handed back meanwhile are answered here."""
-        try:
-            while True:
-                if out is None:
-                    out = await call.fut
-                if out.__class__ is not _Slow:
-                    return out
-                call.fut = self._loop.create_future()
-                try:
-                    answer = await self._answer(out.request)
-                except LuapipeError as exc:
-                    self._sched.advance(call, exc, True)
-                except BaseException:
-                    self._sched.ungate(call)
-                    raise
-                else:
-                    self._sched.advance(call, answer, False)
-                out = None
-        except asyncio.CancelledError as exc:
-            _cancelled(call, exc)
-            self._sched.ungate(call)
-            raise
-
-    async def _answer(self, request: Any) -> Any:
-        kind = request.__class__
-        if kind is Refresh:
-            return await self._refresh(request)
-        if kind is Sleep:
-            return await asyncio.sleep(request.seconds)
-        if kind is SlotsOf:
-            return [await self._slot(tuple(a)) for a in request.commands]
-        if kind is Release:
-            raise holds_connections()
-        raise TypeError(f"not a request: {request!r}")
-
-    async def _refresh(self, request: Refresh) -> None:
-        cause = request.cause
-        if not self.on_cluster:  # no slot map to re-read: the cause stands
-            if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
-            raise copy_error(cause)
-        if isinstance(cause, Redirect) and cause.ask is not None:
-            return
-        await asyncio.sleep(request.delay)
-        task = self._refreshing
-        if task is None or task.done():
-            task = self._refreshing = self._loop.create_task(self._reinitialize())
-        await asyncio.shield(task)
-
-    async def _reinitialize(self) -> None:
-        with contextlib.suppress(rex.RedisError, OSError):
-            await self.client.nodes_manager.initialize()  # type: ignore[union-attr]
-
-    async def _slot(self, args: tuple[Any, ...]) -> int | None:
-        """The slot of a command's keys, asking the server if it must (``COMMAND GETKEYS``:
-        nothing of the call is sent, so a failure is a ConnectionFailed)."""
-        try:
-            return int(await self.client._determine_slot(*args))  # type: ignore[union-attr]
-        except rex.RedisClusterException as exc:
-            return command_slot_error(args, exc)
-        except (rex.RedisError, OSError) as exc:
-            raise translate(exc, sent=False) from exc
 
     async def _admit(self) -> None:
         """Wait for a place (FIFO: calls keep their order while they wait)."""
