@@ -36,6 +36,7 @@ __all__ = [
     "looked_up",
     "miss_group",
     "one_command",
+    "parsed",
     "route_by_head",
     "route_for",
     "route_of",
@@ -180,6 +181,30 @@ def finisher(
         if kept:
             return functools.partial(callback, **kept)
     return callback
+
+
+def parsed(
+    callbacks: Mapping[Any, Callable[..., Any]],
+    commands: Sequence[Command | Sequence[Any]],
+    replies: list[Any],
+    parse: bool,
+) -> list[Any]:
+    """Each reply of a Send through its command's response callback where the Send asked
+    for it (``parse``) or the command did: what redis-py's method returns (as
+    :func:`finisher` for one command); error replies as they came."""
+    out = []
+    for cmd, reply in zip(commands, replies, strict=True):
+        if reply.__class__ is ReplyError or not (parse or getattr(cmd, "parse", False)):
+            out.append(reply)
+            continue
+        args, options = (cmd.args, cmd.options) if isinstance(cmd, Command) else (cmd, {})
+        callback = callbacks.get(args[0])
+        if callback is None:
+            out.append(reply)
+            continue
+        kept = {k: v for k, v in options.items() if k not in ("keys", _EMPTY_RESPONSE)}
+        out.append(callback(reply, **kept))
+    return out
 
 
 def _final(reply: Any, finish: Callable[[Any], Any] | None, options: Mapping[str, Any]) -> Any:

@@ -50,7 +50,7 @@ from typing import Any
 
 from luapipe.errors import LuapipeError
 from luapipe.wire.autopipe.calls import Call, Entry, NodeQueue, Recover, wire_words
-from luapipe.wire.autopipe.commands import miss_group
+from luapipe.wire.autopipe.commands import miss_group, parsed
 from luapipe.wire.autopipe.outcomes import lost_after_write
 from luapipe.wire.autopipe.routers import Router
 from luapipe.wire.replies import Command, ReplyError
@@ -324,26 +324,11 @@ class Scheduler:
             return
         if entry.parse or any(isinstance(c, Command) and c.parse for c in entry.commands):
             try:
-                replies = self._parsed(entry, replies)
+                replies = parsed(self.callbacks, entry.commands, replies, entry.parse)
             except Exception as exc:  # a callback that cannot read the reply: this call's
                 call.fail(exc)
                 return
         self._deliver(entry, replies)
-
-    def _parsed(self, entry: Entry, replies: list[Any]) -> list[Any]:
-        out = []
-        for cmd, reply in zip(entry.commands, replies, strict=True):
-            if reply.__class__ is ReplyError or not (entry.parse or getattr(cmd, "parse", False)):
-                out.append(reply)
-                continue
-            args, options = (cmd.args, cmd.options) if isinstance(cmd, Command) else (cmd, {})
-            callback = self.callbacks.get(args[0])
-            if callback is None:
-                out.append(reply)
-                continue
-            kept = {k: v for k, v in options.items() if k not in ("keys", "EMPTY_RESPONSE")}
-            out.append(callback(reply, **kept))
-        return out
 
     def answered_one(self, entry: Entry, reply: Any) -> None:
         """The fast path: the one reply of a one-command entry."""
