@@ -58,7 +58,6 @@ from luapipe.wire.values import check_values
 
 __all__ = ["AsyncAutoPipeline"]
 
-_NET = (rex.ConnectionError, rex.TimeoutError, OSError)
 _running_loop = asyncio.get_running_loop
 
 
