@@ -265,3 +265,78 @@ def test_a_delay_proxy_that_dies_on_its_own_is_reported_as_such(tmp_path: Path) 
         "SIGKILL) during the run, which stopped there"
     ), lines
     assert not any("Traceback" in ln for ln in lines), lines
+
+
+#: ``luapipe ARGS`` started as its console script is, with a signal sent to itself when
+#: MODULE is first imported: an interrupt that lands inside the command line's imports
+#: (~0.5 s of start-up, ~1 s on a busy machine), where a terminal's Ctrl-C lands when a
+#: user changes their mind at once
+SIGNAL_WHILE_IMPORTING = """
+import os, signal, sys
+module, sig, how = sys.argv[1:4]
+class Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name == module:
+            os.kill(os.getpid(), getattr(signal, sig))
+        return None
+sys.meta_path.insert(0, Hook())
+sys.argv[1:] = sys.argv[4:]
+if how == "console script":
+    from importlib.metadata import entry_points
+    (script,) = entry_points(group="console_scripts", name="luapipe")
+    sys.exit(script.load()())
+import runpy
+runpy.run_module("luapipe", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["console script", "python -m luapipe"])
+@pytest.mark.parametrize(
+    ("module", "sig", "code", "name"),
+    [
+        ("luapipe.cli._common", "SIGINT", 130, "Ctrl-C (SIGINT)"),
+        ("redis", "SIGTERM", 143, "SIGTERM"),
+        ("luapipe.scripts.registry", "SIGINT", 130, "Ctrl-C (SIGINT)"),
+    ],
+)
+def test_an_interrupt_while_the_command_starts_is_one_line(
+    how: str, module: str, sig: str, code: int, name: str, tmp_path: Path
+) -> None:
+    """Ctrl-C while the command imported its modules printed a KeyboardInterrupt traceback
+    (the handler was installed by the command itself, once everything was imported), and
+    SIGTERM ended it without a word. Now the entry point takes both signals first thing."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_WHILE_IMPORTING, module, sig, how, "scripts", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr == f"error: interrupted by {name}\n", done.stderr
+    assert done.stdout == ""
+
+
+def test_an_interrupt_while_the_command_line_is_read_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while click read the main group's options (here --version, which looks the
+    version up) was click's own: a blank line, "Aborted!" and exit code 1."""
+    import importlib.metadata
+
+    from click.testing import CliRunner
+
+    from luapipe.cli import main
+
+    def interrupted(*args: object, **kwargs: object) -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler runs before this ends
+        raise AssertionError("not interrupted")
+
+    monkeypatch.setattr(importlib.metadata, "version", interrupted)
+    res = CliRunner().invoke(main, ["--version"])
+    assert res.exit_code == 130, res.output
+    assert res.output == "error: interrupted by Ctrl-C (SIGINT)\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
