@@ -1,12 +1,16 @@
 """What every command shares: the one line for an error, JSON output, the common options,
-the ``--url`` check (an invalid URL is a usage error, exit code 2, in every command) and the
-client built from ``--url`` (the only place the CLI builds one)."""
+the ``--url`` check (an invalid URL is a usage error, exit code 2, in every command), the
+ways to give a URL without putting its password on the command line (``--url-file``,
+``--url-env``), and the client built from it (the only place the CLI builds one)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import shlex
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,11 +39,15 @@ __all__ = [
     "plural",
     "registry",
     "registry_dir",
+    "url_given",
     "url_option",
+    "url_options",
 ]
 
 CLUSTER_KEY = "luapipe.cluster"  # ctx.meta: --cluster/--no-cluster of the main group
 URL_KEY = "luapipe.url"  # ctx.meta: the (masked on output) URL a command connected to
+URL_GIVEN_KEY = "luapipe.url-given"  # ctx.meta: how the URL was given, as options to repeat
+STDIN_KEY = "luapipe.stdin"  # ctx.meta: the option that read stdin already
 
 
 def fail(message: str) -> NoReturn:
@@ -129,12 +137,111 @@ dir_option = click.option(
     default=None,
     help="Scripts directory [default: ./scripts_lua, else the bundled library].",
 )
-url_option = click.option(
-    "--url",
-    default=None,
-    callback=checked_url(),
-    help="Redis URL [default: $REDIS_URL or redis://127.0.0.1:6379/0].",
-)
+#: the longest first line --url-file reads (a URL with TLS options is a few hundred bytes)
+URL_FILE_LIMIT = 8192
+
+
+def url_options(
+    help: str = "Redis URL [default: $REDIS_URL or redis://127.0.0.1:6379/0].",
+    schemes: tuple[str, ...] = SCHEMES,
+) -> Callable[[Any], Any]:
+    """``--url URL``, ``--url-file PATH`` and ``--url-env NAME``: one URL given one way, and
+    checked before the command starts anything; the command gets it as ``url`` (None when
+    none was given). The last two keep a password off the command line, where ``ps`` shows
+    it to every user of the machine (and to the benchmark's forked workers' too)."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def command(*args: Any, url_file: str | None, url_env: str | None, **kwargs: Any) -> Any:
+            kwargs["url"] = _one_url(kwargs.get("url"), url_file, url_env, schemes)
+            return f(*args, **kwargs)
+
+        options = (
+            click.option("--url", default=None, callback=checked_url(schemes), help=help),
+            click.option(
+                "--url-file",
+                metavar="PATH",
+                default=None,
+                help="Read the URL from the first line of PATH ('-': stdin) instead: its "
+                "password stays off the command line, where ps shows it.",
+            ),
+            click.option(
+                "--url-env",
+                metavar="NAME",
+                default=None,
+                help="Read the URL from the environment variable NAME instead (e.g. "
+                "REDIS_URL): its password stays off the command line.",
+            ),
+        )
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _one_url(
+    url: str | None, url_file: str | None, url_env: str | None, schemes: tuple[str, ...]
+) -> str | None:
+    ways = (("--url", url or None), ("--url-file", url_file), ("--url-env", url_env))
+    given = [name for name, value in ways if value is not None]
+    if len(given) > 1:
+        raise BadUrl(f"{' and '.join(given)} exclude each other: give the URL one way")
+    ctx = click.get_current_context()
+    if url:
+        ctx.meta[URL_GIVEN_KEY] = f"--url {shlex.quote(printable_url(url))}"
+        return url
+    if url_file is not None:
+        what = f"--url-file {url_file}" + (" (stdin)" if url_file == "-" else "")
+        ctx.meta[URL_GIVEN_KEY] = f"--url-file {shlex.quote(url_file)}"
+        if url_file == "-":
+            ctx.meta[STDIN_KEY] = "--url-file -"
+        return check_url(_first_line(url_file, what), f"URL in {what}", schemes)
+    if url_env is not None:
+        what = f"--url-env {url_env}"
+        ctx.meta[URL_GIVEN_KEY] = f"--url-env {shlex.quote(url_env)}"
+        value = os.environ.get(url_env, "").strip()
+        if not value:
+            raise BadUrl(f"{what}: no such environment variable, or it is empty")
+        return check_url(value, f"URL in {what}", schemes)
+    return url  # None, or "" (--url "": the default)
+
+
+def _first_line(path: str, what: str) -> str:
+    """The first line of ``path`` (``-``: stdin), without its line end and blanks: read no
+    further than :data:`URL_FILE_LIMIT` bytes, and never shown (it holds a password)."""
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.readline(URL_FILE_LIMIT + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.readline(URL_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise BadUrl(f"{what}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    if len(raw) > URL_FILE_LIMIT:
+        raise BadUrl(
+            f"{what}: its first line is longer than {URL_FILE_LIMIT:,} bytes; the file "
+            "holds the Redis URL on its first line"
+        )
+    try:
+        line = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadUrl(
+            f"{what}: its first line is not UTF-8 text; write the Redis URL there"
+        ) from None
+    if not line:
+        raise BadUrl(f"{what}: its first line is empty; write the Redis URL there")
+    return line
+
+
+def url_given() -> str:
+    """How the command was given its URL, as options a user can repeat (``--url-file
+    secrets.url``; ``--url`` with the URL as printable_url shows it); ``""`` if none was."""
+    ctx = click.get_current_context(silent=True)
+    return str(ctx.meta.get(URL_GIVEN_KEY, "")) if ctx is not None else ""
+
+
+url_option = url_options()
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 

@@ -230,11 +230,10 @@ WIDE = click.option(
 
 @click.command()
 @click.argument("specs", nargs=-1)
-@click.option(
-    "--url",
-    callback=common.checked_url(common.TCP_SCHEMES),
-    help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
+@common.url_options(
+    "Redis to benchmark; it keeps its data: the run writes and then deletes only "
     "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
+    common.TCP_SCHEMES,
 )
 @click.option(
     "--rtt",
@@ -504,11 +503,10 @@ def demo_parts(duration: float) -> list[tuple[list[Any], Any]]:
 
 
 @click.command()
-@click.option(
-    "--url",
-    callback=common.checked_url(common.TCP_SCHEMES),
-    help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
+@common.url_options(
+    "Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
     "[default: a private redis-server; REDIS_URL is not used]",
+    common.TCP_SCHEMES,
 )
 @click.option("--out", default="demo-out", show_default=True, type=click.Path(file_okay=False))
 @click.option(
