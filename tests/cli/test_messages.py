@@ -310,3 +310,29 @@ def test_output_piped_into_head_ends_quietly_and_another_broken_pipe_does_not(
     assert res.output == (
         "error: a pipe or connection luapipe was writing to was closed ([Errno 32] Broken pipe)\n"
     )
+
+
+def test_the_noauth_hint_writes_the_password_into_the_users_own_url(tmp_path: Path) -> None:
+    """The hint said ``redis://:PASSWORD@host:port`` whatever the user gave: to someone on a
+    unix socket (or TLS) it pointed at a URL of another kind. Now it is their URL, with
+    the placeholder in its place: scheme, socket path or host, database and options kept."""
+    from luapipe.errors import translate
+
+    sock = tmp_path / "redis.sock"
+    with EmbeddedRedis(["--requirepass", "s3cret-pw", "--unixsocket", str(sock)]):
+        url = f"unix://{sock}?db=1"
+        res = CliRunner().invoke(main, ["scripts", "status", "--url", url])
+    line = _one_error_line(res.output)
+    assert line.endswith(
+        f"put it in the URL: unix://:PASSWORD@{sock}?db=1, or "
+        f"unix://USER:PASSWORD@{sock}?db=1 for an ACL user"
+    ), line
+    assert "redis://" not in line
+    noauth = redis.AuthenticationError("Authentication required.")
+    noauth.status_code = "NOAUTH"  # as redis-py's parser leaves it
+    for where, plain in [
+        ("rediss://bob:***@db.example:6380/2", "rediss://:PASSWORD@db.example:6380/2"),
+        ("10.0.0.7:6380", "redis://:PASSWORD@10.0.0.7:6380"),  # a transport's host:port
+        ("", "redis://:PASSWORD@host:port"),
+    ]:
+        assert f"put it in the URL: {plain}, or " in str(translate(noauth, where=where)), where

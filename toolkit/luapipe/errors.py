@@ -454,7 +454,7 @@ def _from_reply(
         ("WRONGPASS", "NOAUTH", "invalid username-password")
     ):
         return AuthenticationFailed(
-            f"authentication failed{at}: {_auth_words(text)}", like=cls, status_code=code
+            f"authentication failed{at}: {_auth_words(text, at[4:])}", like=cls, status_code=code
         )
     if issubclass(cls, rex.BusyLoadingError):
         return ConnectionFailed(
@@ -487,12 +487,14 @@ def _from_reply(
 QUOTE_HOW = "urllib.parse.quote(password, safe='')"
 
 
-def _auth_words(text: str) -> str:
-    """luapipe's own words for an authentication failure (the server's code kept)."""
+def _auth_words(text: str, where: str = "") -> str:
+    """luapipe's own words for an authentication failure (the server's code kept); ``where``
+    (a printable URL, or host:port) is where the hint puts the password."""
     if text.startswith("NOAUTH"):
+        plain, acl = _with_password(where)
         return (
             "the server needs a password and none was given (NOAUTH); put it in the URL: "
-            "redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user"
+            f"{plain}, or {acl} for an ACL user"
         )
     if "without any password configured" in text or "no password is set" in text:
         return "the URL gives a password but the server has none set; drop it from the URL"
@@ -502,6 +504,16 @@ def _auth_words(text: str) -> str:
             f"holding / # ? % or a space goes percent-encoded in the URL ({QUOTE_HOW})"
         )
     return text
+
+
+def _with_password(where: str) -> tuple[str, str]:
+    """The user's own URL (``where``, as printable_url shows it) with a password placeholder
+    in it, without and with a user name: its scheme (``unix://``, ``rediss://``), socket
+    path or host and port, database and options kept; ``redis://`` for a bare host:port."""
+    found = _SCHEME.match(where)
+    head, rest = (found[0], where[found.end() :]) if found else ("redis://", where)
+    rest = rest[rest.rfind("@") + 1 :] or "host:port"  # whatever userinfo it had goes
+    return f"{head}:PASSWORD@{rest}", f"{head}USER:PASSWORD@{rest}"
 
 
 _NOPERM_COMMAND = re.compile(r"permissions? to run the '([^']+)' command")
