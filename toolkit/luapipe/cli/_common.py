@@ -39,6 +39,7 @@ __all__ = [
     "plural",
     "registry",
     "registry_dir",
+    "stdin_taken",
     "url_given",
     "url_option",
     "url_options",
@@ -232,6 +233,12 @@ def _first_line(path: str, what: str) -> str:
     if not line:
         raise BadUrl(f"{what}: its first line is empty; write the Redis URL there")
     return line
+
+
+def stdin_taken() -> str:
+    """The option that read stdin already (``--url-file -``), or ``""``."""
+    ctx = click.get_current_context(silent=True)
+    return str(ctx.meta.get(STDIN_KEY, "")) if ctx is not None else ""
 
 
 def url_given() -> str:
