@@ -93,6 +93,8 @@ class LuapipeGroup(click.Group):
         except OSError as exc:  # files the user named
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")
+        except MemoryError:  # a file or a value larger than this machine can hold
+            fail("out of memory: a file or a value too large for this machine")
         finally:
             _INTERRUPT["unwind"] = False
 

@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import shlex
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
     "dir_option",
     "emit_json",
     "fail",
+    "finite_files",
     "json_option",
     "name_width",
     "plural",
@@ -89,6 +91,23 @@ def checked_url(schemes: tuple[str, ...] = SCHEMES) -> Any:
         return check_url(value, schemes=schemes) if value else value
 
     return callback
+
+
+def finite_files(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A click callback for paths luapipe reads whole (specs, results, a lock file): one that
+    names a device or a pipe (/dev/zero, a FIFO) is a usage error, never a read that fills
+    the memory. A name that is not a path (a catalogue operation) passes."""
+    for path in value if isinstance(value, tuple) else (value,):
+        try:
+            mode = os.stat(path).st_mode if path else None
+        except (OSError, ValueError):
+            continue  # missing: said by the command, or not a path at all
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise click.BadParameter(
+                f"{path} is not a regular file: luapipe reads it whole, and a device or a "
+                "pipe may never end"
+            )
+    return value
 
 
 def emit_json(data: Any) -> None:

@@ -229,7 +229,7 @@ WIDE = click.option(
 
 
 @click.command()
-@click.argument("specs", nargs=-1)
+@click.argument("specs", nargs=-1, callback=common.finite_files)
 @common.url_options(
     "Redis to benchmark; it keeps its data: the run writes and then deletes only "
     "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
@@ -436,7 +436,9 @@ def _bench(
 
 
 @click.command()
-@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.argument(
+    "results", type=click.Path(exists=True, dir_okay=False), callback=common.finite_files
+)
 @click.option(
     "--html",
     "html_path",

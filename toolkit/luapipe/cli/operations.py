@@ -13,7 +13,13 @@ __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument(
+    "specs",
+    nargs=-1,
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=common.finite_files,
+)
 @click.option(
     "--out",
     default=None,
@@ -37,7 +43,7 @@ def generate(specs: tuple[str, ...], out: str | None, py_out: str | None) -> Non
 
 
 @click.command("verify")
-@click.argument("specs", nargs=-1, required=True)
+@click.argument("specs", nargs=-1, required=True, callback=common.finite_files)
 @common.url_options("Redis URL [default: a private embedded server; REDIS_URL is not used].")
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
@@ -187,7 +193,7 @@ def _fake_client() -> redis.Redis:
 
 
 @functions.command("gc")
-@click.argument("specs", nargs=-1)
+@click.argument("specs", nargs=-1, callback=common.finite_files)
 @common.url_option
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @common.json_option

@@ -299,6 +299,7 @@ def scripts_kill(url: str | None) -> None:
     "lock",
     type=click.Path(dir_okay=False),
     default=None,
+    callback=common.finite_files,
     help=f"Lock file [default: <dir>/{LOCK_NAME}].",
 )
 @click.option("--check", is_flag=True, help="Only report drift (exit 1 if any); change nothing.")
