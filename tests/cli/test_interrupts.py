@@ -340,3 +340,64 @@ def test_an_interrupt_while_the_command_line_is_read_is_one_line(
     assert res.exit_code == 130, res.output
     assert res.output == "error: interrupted by Ctrl-C (SIGINT)\n"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def _at_a_terminal(args: list[str], typed: bytes, cwd: Path) -> tuple[int, str]:
+    """``luapipe ARGS`` on a pseudo-terminal, ``typed`` at it once it has asked: its exit
+    code and everything the terminal showed."""
+    import pty
+    import select
+
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: luapipe on the terminal
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "luapipe", *args], env)
+    shown = b""
+    deadline = time.monotonic() + 30
+    sent = False
+    while time.monotonic() < deadline:
+        if not sent and (b"? [y/N]: " in shown or b"Redis URL: " in shown):
+            time.sleep(0.2)  # the question waits for its answer
+            os.write(fd, typed)
+            sent = True
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the terminal closed: luapipe has exited
+                break
+            if not chunk:
+                break
+            shown += chunk
+    with contextlib.suppress(ProcessLookupError):  # still waiting for an answer: stop it
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+
+
+def test_ctrl_c_at_a_question_is_an_interrupt(tmp_path: Path) -> None:
+    """Ctrl-C at scripts flush's question read as no answer: "not flushed: no answer to the
+    question", exit code 1. It is an interrupt like any other: one line, exit code 130."""
+    from luapipe.bench.server import EmbeddedRedis
+
+    with EmbeddedRedis() as server:
+        code, shown = _at_a_terminal(["scripts", "flush", "--url", server.url], b"\x03", tmp_path)
+    assert code == 130, shown
+    assert shown.endswith("^C\r\nerror: interrupted by Ctrl-C (SIGINT)\r\n"), shown
+
+
+def test_a_url_typed_at_the_terminal_is_asked_for_and_not_shown(tmp_path: Path) -> None:
+    """--url-file - on a terminal waited without a word, and echoed the URL (its password)
+    as it was typed. It asks, hides what is typed, and Ctrl-C there is an interrupt."""
+    from luapipe.bench.server import EmbeddedRedis
+
+    with EmbeddedRedis(["--requirepass", "Typed-S3cret"]) as server:
+        url = f"redis://:Typed-S3cret@127.0.0.1:{server.port}/0"
+        code, shown = _at_a_terminal(
+            ["scripts", "kill", "--url-file", "-"], url.encode() + b"\r", tmp_path
+        )
+        assert (code, shown) == (0, "Redis URL: \r\nno script or function running\r\n")
+        code, shown = _at_a_terminal(["scripts", "kill", "--url-file", "-"], b"\x03", tmp_path)
+        assert (code, shown) == (130, "Redis URL: \r\nerror: interrupted by Ctrl-C (SIGINT)\r\n")

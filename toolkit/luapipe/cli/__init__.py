@@ -23,7 +23,7 @@ import redis.exceptions
 from luapipe._entry import NAMES, exit_interrupted
 from luapipe.bench import running
 from luapipe.cli import bench, operations, scripts
-from luapipe.cli._common import CLUSTER_KEY, URL_KEY, BadUrl, fail
+from luapipe.cli._common import CLUSTER_KEY, INTERRUPT, URL_KEY, BadUrl, fail
 from luapipe.errors import LuapipeError, mask_url, printable_url, translate
 
 __all__ = ["LuapipeGroup", "OneLineUsage", "main"]
@@ -124,10 +124,7 @@ def main(ctx: click.Context, cluster: bool | None) -> None:
     ctx.meta[CLUSTER_KEY] = cluster
 
 
-#: the signal that interrupted the command, what was running when it arrived, and whether
-#: a command runs ("unwind": the interrupt unwinds it; else nothing has started, or all has
-#: ended, and the line is printed at once)
-_INTERRUPT: dict[str, Any] = {}
+_INTERRUPT = INTERRUPT
 
 
 def _on_signal(signum: int, frame: Any) -> None:

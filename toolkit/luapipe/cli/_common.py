@@ -34,8 +34,10 @@ __all__ = [
     "client",
     "dir_option",
     "emit_json",
+    "INTERRUPT",
     "fail",
     "finite_files",
+    "interrupted",
     "json_option",
     "name_width",
     "plural",
@@ -51,6 +53,17 @@ CLUSTER_KEY = "luapipe.cluster"  # ctx.meta: --cluster/--no-cluster of the main 
 URL_KEY = "luapipe.url"  # ctx.meta: the (masked on output) URL a command connected to
 URL_GIVEN_KEY = "luapipe.url-given"  # ctx.meta: how the URL was given, as options to repeat
 STDIN_KEY = "luapipe.stdin"  # ctx.meta: the option that read stdin already
+
+
+#: the signal that interrupted the command, what was running when it arrived, and whether
+#: a command runs ("unwind": the interrupt unwinds it; else nothing has started, or all has
+#: ended, and the line is printed at once); filled by the main group's signal handler
+INTERRUPT: dict[str, Any] = {}
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C or SIGTERM has arrived (a question click turned it into an Abort)."""
+    return "signum" in INTERRUPT
 
 
 def fail(message: str) -> NoReturn:
@@ -230,6 +243,14 @@ def _one_url(
 def _first_line(path: str, what: str) -> str:
     """The first line of ``path`` (``-``: stdin), without its line end and blanks: read no
     further than :data:`URL_FILE_LIMIT` bytes, and never shown (it holds a password)."""
+    if path == "-" and sys.stdin.isatty():  # asked for, and not echoed to the screen
+        try:
+            raw = click.prompt("Redis URL", hide_input=True, err=True).encode()
+        except click.Abort:  # end of input, or Ctrl-C
+            if interrupted():
+                raise KeyboardInterrupt from None
+            raise BadUrl(f"{what}: no URL was typed") from None
+        return _first_line_of(raw, what)
     try:
         if path == "-":
             raw = sys.stdin.buffer.readline(URL_FILE_LIMIT + 1)
@@ -238,6 +259,10 @@ def _first_line(path: str, what: str) -> str:
                 raw = f.readline(URL_FILE_LIMIT + 1)
     except OSError as exc:
         raise BadUrl(f"{what}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    return _first_line_of(raw, what)
+
+
+def _first_line_of(raw: bytes, what: str) -> str:
     if len(raw) > URL_FILE_LIMIT:
         raise BadUrl(
             f"{what}: its first line is longer than {URL_FILE_LIMIT:,} bytes; the file "

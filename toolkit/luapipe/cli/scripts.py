@@ -265,6 +265,8 @@ def scripts_flush(url: str | None, yes: bool) -> None:
             answer = click.confirm(question, default=False)
         except click.Abort:  # no terminal to answer (end of input), or Ctrl-C
             click.echo()  # end the question's line
+            if common.interrupted():
+                raise KeyboardInterrupt from None
             common.fail(f"not flushed: no answer to the question; pass --yes to flush {where}")
         if not answer:
             common.fail("not flushed (pass --yes to skip the question)")
