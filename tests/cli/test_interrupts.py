@@ -89,6 +89,15 @@ def _gone(pid: int) -> bool:
             r"the delay proxy \(pid \d+\), the bystander probe \(pid \d+\) and 2 benchmark "
             r"workers$",
         ),
+        (  # the terminal closed (or kill -HUP): luapipe ended at once, and the private
+           # redis-server (which ignores SIGHUP) ran on
+            ["bench", "--clients", "2", "--duration", "60", "--warmup", "0", "--rounds", "1",
+             "--no-bystander"],
+            signal.SIGHUP,
+            129,
+            r"interrupted by SIGHUP; stopped the private redis-server \(pid \d+\) and 2 "
+            r"benchmark workers$",
+        ),
         (
             ["demo", "--duration", "30", "--out", "{tmp}/demo-out"],
             signal.SIGTERM,

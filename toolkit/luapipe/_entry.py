@@ -1,10 +1,11 @@
 """Where the ``luapipe`` command starts (its console script, and ``python -m luapipe``).
 
-Its first act is to take Ctrl-C (SIGINT) and SIGTERM, before the command line's modules
-are imported (~0.5 s, ~1 s on a busy machine): an interrupt then ends in one line and exit
-code 130 (143 for SIGTERM), never a traceback from inside an import. Nothing has started
-by then, so there is nothing to stop. Once the command runs, :mod:`luapipe.cli` takes the
-signals over (and hands them back when it is done, for the interpreter's exit).
+Its first act is to take Ctrl-C (SIGINT), SIGTERM and SIGHUP, before the command line's
+modules are imported (~0.5 s, ~1 s on a busy machine): an interrupt then ends in one line
+and exit code 130 (143 for SIGTERM, 129 for SIGHUP), never a traceback from inside an
+import. Nothing has started by then, so there is nothing to stop. Once the command runs,
+:mod:`luapipe.cli` takes the signals over (and hands them back when it is done, for the
+interpreter's exit).
 
 This module imports nothing of luapipe's at its top (``import luapipe`` itself is cheap:
 its public names are imported on first use), and holds the words every interrupt line
@@ -19,8 +20,14 @@ from typing import Any
 
 __all__ = ["NAMES", "exit_interrupted", "main"]
 
-#: how a line names the signal that interrupted the command
-NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+#: how a line names the signal that interrupted the command (SIGHUP: the terminal closed, or
+#: ``kill -HUP``; by default it ended luapipe at once, leaving the private redis-server,
+#: which ignores it, running)
+NAMES: dict[int, str] = {
+    signal.SIGINT: "Ctrl-C (SIGINT)",
+    signal.SIGTERM: "SIGTERM",
+    signal.SIGHUP: "SIGHUP",
+}
 
 
 def exit_interrupted(signum: int, what: str = "") -> Any:

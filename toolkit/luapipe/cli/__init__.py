@@ -3,8 +3,8 @@
 Each command parses options, calls one library function and renders the result; the main
 group (:class:`LuapipeGroup`) is the one place that turns a
 :class:`~luapipe.errors.LuapipeError` into one line on stderr and exit code 1 (click's usage
-errors exit 2), and an interrupt (Ctrl-C, SIGTERM) into one line naming what it stopped and
-exit code 130 (143). The commands live by job: :mod:`.scripts` (scripts, deploy),
+errors exit 2), and an interrupt (Ctrl-C, SIGTERM, SIGHUP) into one line naming what it
+stopped and exit code 130 (143, 129). The commands live by job: :mod:`.scripts` (scripts, deploy),
 :mod:`.operations` (generate, verify), :mod:`.bench` (bench, report, demo). Only this
 package imports click or prints.
 """
@@ -140,10 +140,11 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def _take_signals() -> Any:
-    """SIGTERM (a CI cancel, ``timeout``) unwinds like Ctrl-C, so every context manager stops
-    what it started: the private redis-server, the RTT proxy, the benchmark's workers; the
-    handler notes what was running, for the one line :func:`_interrupted` prints. Returns
-    what gives the previous handlers back (luapipe._entry's, for the interpreter's exit)."""
+    """SIGTERM (a CI cancel, ``timeout``) and SIGHUP (the terminal closed) unwind like
+    Ctrl-C, so every context manager stops what it started: the private redis-server, the
+    RTT proxy, the benchmark's workers; the handler notes what was running, for the one
+    line :func:`_interrupted` prints. Returns what gives the previous handlers back
+    (luapipe._entry's, for the interpreter's exit)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     _INTERRUPT.clear()
@@ -153,7 +154,7 @@ def _take_signals() -> Any:
 
 def _interrupted() -> None:
     """One line naming what the interrupt stopped (everything it had started, unwound by
-    then), and exit code 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM."""
+    then), and exit code 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
     signum = _INTERRUPT.get("signum", signal.SIGINT)
     was = _INTERRUPT.get("running", [])
     left = running.now()  # still running after the clean-up: say so, never claim it stopped
