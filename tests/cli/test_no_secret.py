@@ -8,7 +8,8 @@ of them), and for a closed port. Every command that takes ``--url`` (found by wa
 click group: a new command is covered without being listed) runs with each, in-process
 (CliRunner: nothing is forked before a bad URL or a failed connection is refused),
 through ``$REDIS_URL`` where the command reads it, and kept off the command line in turn:
-``--url-file PATH``, ``--url-file -`` (stdin) and ``--url-env NAME``. No run of 6
+``--url-file PATH``, ``--url-file -`` (stdin) and ``--url-env NAME`` (and the URL given to
+those two by mistake, which they must not repeat). No run of 6
 consecutive characters of the password may appear in its output, raw or encoded
 (percent-encoding, repr, JSON, HTML), and each failure is one line with no traceback.
 
@@ -188,7 +189,7 @@ def test_no_command_prints_any_part_of_a_password(
                     assert isinstance(res.exception, SystemExit | None), (what, res.exception)
                     assert_one_line_failure(res.output, res.exit_code, what)
                     assert_no_secret(res.output, password, what)
-                    if form == "raw" and res.exit_code == 2:
+                    if form == "raw" and res.exit_code == 2 and not way.endswith(" URL"):
                         assert "percent-encoded" in res.output, (what, res.output)
         for written in tmp_path.rglob("*"):  # lock files, demo's reports...
             if written.is_file() and written.name != URL_FILE:  # (where the URL is kept)

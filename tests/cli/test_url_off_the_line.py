@@ -98,6 +98,18 @@ def _mistakes(tmp_path: Path) -> dict[str, tuple[list[str], str, str]]:
             "error: --url-env LUAPIPE_TEST_NO_SUCH_VARIABLE: no such environment variable, or "
             "it is empty",
         ),
+        "a URL for a path": (
+            ["--url-file", "redis://:pa ss@h:1/0"],
+            "",
+            "error: --url-file takes the path of a file whose first line is the URL, not the "
+            "URL (which --url-file keeps off the command line)",
+        ),
+        "a URL for a name": (
+            ["--url-env", "redis://:pa ss@h:1/0"],
+            "",
+            "error: --url-env takes the name of an environment variable that holds the URL "
+            "(such as REDIS_URL), not the URL or a value",
+        ),
         "invalid URL": (
             ["--url-file", "-"],
             "redis://bob:S3cret/Passw0rd@127.0.0.1:1/0\n",
@@ -164,9 +176,14 @@ def test_the_reproduce_line_repeats_how_the_url_was_given(
         )
 
 
-def test_a_closed_port_in_a_file_reads_as_on_the_command_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "written", ["{url}", "{url}\r\n", "\ufeff{url}\r\n", "  {url}  \nsecond line\n"]
+)
+def test_a_closed_port_in_a_file_reads_as_on_the_command_line(written: str, tmp_path: Path) -> None:
+    """Whatever a file's first line ends with (nothing, CRLF), a Windows editor's BOM or
+    blanks around the URL: the same URL, the same words as --url."""
     url = f"redis://127.0.0.1:{free_port()}/0"
-    (tmp_path / "r.url").write_text(url)  # no line end: the first line is the whole file
+    (tmp_path / "r.url").write_text(written.format(url=url), encoding="utf-8")
     by_file = CliRunner().invoke(main, ["scripts", "status", "--url-file", str(tmp_path / "r.url")])
     by_option = CliRunner().invoke(main, ["scripts", "status", "--url", url])
     assert by_file.exit_code == by_option.exit_code == 1

@@ -76,8 +76,8 @@ def prepare(directory: Path) -> None:
 
 
 #: the ways every command takes a URL: on the command line, or kept off it (a file, stdin,
-#: an environment variable)
-WAYS = ("--url", "--url-file", "--url-file -", "--url-env")
+#: an environment variable); and the mistake of giving those two the URL itself
+WAYS = ("--url", "--url-file", "--url-file -", "--url-env", "--url-file URL", "--url-env URL")
 #: where ``--url-file`` and ``--url-env`` find the URL
 URL_FILE = "redis.url"
 URL_ENV = "LUAPIPE_TEST_URL"
@@ -95,6 +95,8 @@ def argv(
         "--url-file": ["--url-file", str(directory / URL_FILE)],
         "--url-file -": ["--url-file", "-"],
         "--url-env": ["--url-env", URL_ENV],
+        "--url-file URL": ["--url-file", url or ""],
+        "--url-env URL": ["--url-env", url or ""],
     }[way]
     return [*path.split(), *extra, *(given if url is not None else [])]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -170,6 +171,8 @@ dir_option = click.option(
     default=None,
     help="Scripts directory [default: ./scripts_lua, else the bundled library].",
 )
+#: what --url-env takes: the name of an environment variable
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: the longest first line --url-file reads (a URL with TLS options is a few hundred bytes)
 URL_FILE_LIMIT = 8192
 
@@ -225,12 +228,22 @@ def _one_url(
         ctx.meta[URL_GIVEN_KEY] = f"--url {shlex.quote(printable_url(url))}"
         return url
     if url_file is not None:
+        if "://" in url_file:  # the URL itself, on the command line: never repeated
+            raise BadUrl(
+                "--url-file takes the path of a file whose first line is the URL, not the URL "
+                "(which --url-file keeps off the command line)"
+            )
         what = f"--url-file {url_file}" + (" (stdin)" if url_file == "-" else "")
         ctx.meta[URL_GIVEN_KEY] = f"--url-file {shlex.quote(url_file)}"
         if url_file == "-":
             ctx.meta[STDIN_KEY] = "--url-file -"
         return check_url(_first_line(url_file, what), f"URL in {what}", schemes)
     if url_env is not None:
+        if not _ENV_NAME.fullmatch(url_env):  # a URL, or a value: never repeated
+            raise BadUrl(
+                "--url-env takes the name of an environment variable that holds the URL "
+                "(such as REDIS_URL), not the URL or a value"
+            )
         what = f"--url-env {url_env}"
         ctx.meta[URL_GIVEN_KEY] = f"--url-env {shlex.quote(url_env)}"
         value = os.environ.get(url_env, "").strip()
@@ -269,7 +282,7 @@ def _first_line_of(raw: bytes, what: str) -> str:
             "holds the Redis URL on its first line"
         )
     try:
-        line = raw.decode("utf-8").strip()
+        line = raw.decode("utf-8-sig").strip()  # a BOM (a Windows editor's) is not the URL
     except UnicodeDecodeError:
         raise BadUrl(
             f"{what}: its first line is not UTF-8 text; write the Redis URL there"
