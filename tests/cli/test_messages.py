@@ -401,3 +401,33 @@ def test_stdin_is_read_for_one_option_only(small_bulk: ServerProcess, tmp_path: 
     assert _one_error_line(res.output) == (
         "error: --url-file - and --arg-file - both read stdin (see luapipe scripts call --help)"
     )
+
+
+def test_a_unix_socket_that_hangs_up_gets_no_tls_hint(tmp_path: Path) -> None:
+    """ "the server hung up at once: if that port speaks TLS, use rediss://" was said of a
+    unix socket too, where there is no port and no TLS: a hint toward a URL of another
+    kind, as NOAUTH's was."""
+    import socket
+    import threading
+
+    path = tmp_path / "hangs-up.sock"
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    srv.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        res = CliRunner().invoke(main, ["scripts", "status", "--url", f"unix://{path}"])
+    finally:
+        srv.close()
+    assert _one_error_line(res.output) == (
+        f"error: cannot connect to Redis at unix://{path}: the server closed the connection"
+    )
