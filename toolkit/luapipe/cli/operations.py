@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 import redis
@@ -206,6 +207,11 @@ def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json
     from luapipe.operations.libraries import collect_generated
     from luapipe.operations.spec import load_operations
 
+    for spec in specs:
+        if Path(spec).is_dir():
+            built = sorted(str(f) for f in Path(spec).glob("*.lua") if _is_built(f))
+            hint = f" ({', '.join(built)})" if built else ""
+            common.fail(f"{spec}: a directory; name the built library's file{hint}")
     files = [s for s in specs if s.endswith(".lua")]
     keep = [_built_name(f) for f in files]
     ops = [s for s in specs if not s.endswith(".lua")]
@@ -224,11 +230,17 @@ def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json
         )
 
 
-def _built_name(path: str) -> str:
-    from pathlib import Path
-
+def _is_built(path: Path) -> bool:
     from luapipe.scripts.buildfiles import built_library_name
 
+    return built_library_name(path) is not None
+
+
+def _built_name(path: str) -> str:
+    from luapipe.scripts.buildfiles import built_library_name
+
+    if not Path(path).is_file():
+        common.fail(f"{path}: no such file (the library luapipe functions build wrote)")
     name = built_library_name(Path(path))
     if name is None:
         common.fail(f"{path}: not a library built by luapipe functions build")
