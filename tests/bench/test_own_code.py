@@ -334,10 +334,11 @@ def test_a_python_form_that_raises_is_counted_and_the_loop_goes_on(
     (not redis-py's) ended the run with a traceback (one client) or lost the worker's slice
     (several)."""
     (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
-    (tmp_path / "faulty.py").write_text(FAULTY_FORMS)
+    module = f"faulty_{clients}"  # one module per name in a process (one per parameter)
+    (tmp_path / f"{module}.py").write_text(FAULTY_FORMS)
     (tmp_path / "incr_capped.bench.toml").write_text(
         'wrote = "returns[1]"\n[args]\ncap = 1000000000\n'
-        '[forms]\nboom = "faulty:boom"\nboom_async = "faulty:boom_async"\n'
+        f'[forms]\nboom = "{module}:boom"\nboom_async = "{module}:boom_async"\n'
     )
     out = tmp_path / "r.json"
     run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients,
@@ -383,11 +384,11 @@ def test_a_python_form_that_never_returns_stops_the_run(
 
     monkeypatch.setattr(loop, "HUNG_AFTER_S", 1.0)
     (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
-    (tmp_path / "stuck.py").write_text(
+    (tmp_path / f"stuck_{clients}.py").write_text(  # one module per name in a process
         "import time\n\ndef wait(client, keys, args):\n    time.sleep(3600)\n"
     )
     (tmp_path / "incr_capped.bench.toml").write_text(
-        '[args]\ncap = 1000000000\n[forms]\nstuck = "stuck:wait"\n'
+        f'[args]\ncap = 1000000000\n[forms]\nstuck = "stuck_{clients}:wait"\n'
     )
     started = time.monotonic()
     run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--clients", clients)
@@ -428,3 +429,199 @@ def test_a_script_named_as_a_catalogue_operation_is_pointed_out(
         f", name its file: luapipe bench {mine / 'reserve_stock.lua'}"
     ) in " ".join(run.output.split())
     assert "reserve_stock at 0 ms RTT" in run.output  # the precedence itself is unchanged
+
+
+HIDDEN_ASYNC_FORMS = """
+import functools
+
+async def incr(client, keys, args):
+    return [1, await client.incr(keys[0])]
+
+def logged(fn):  # a team's decorator that is not async itself
+    @functools.wraps(fn)
+    def wrapper(*a):
+        return fn(*a)
+    return wrapper
+
+hidden = logged(incr)
+
+class Counter:
+    async def __call__(self, client, keys, args):
+        return [1, await client.incr(keys[0])]
+
+counter = Counter()
+"""
+
+
+def test_an_async_form_behind_a_plain_callable_is_not_timed_as_creating_coroutines(
+    url: str, tmp_path: Path
+) -> None:
+    """A plain callable that returns a coroutine (an async def behind a decorator that is not
+    async, or an object with an async __call__) was called with the sync client and its
+    coroutine dropped unawaited: the table showed it 10x faster than the script, 0 round
+    trips, no errors. The object is run as the async def it is; the hidden one fails each
+    call, saying why."""
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "hidden_async_forms.py").write_text(HIDDEN_ASYNC_FORMS)
+    (tmp_path / "incr_capped.bench.toml").write_text(
+        'wrote = "returns[1]"\n[args]\ncap = 1000000000\n'
+        '[forms]\nhidden = "hidden_async_forms:hidden"\ncounter = "hidden_async_forms:counter"\n'
+    )
+    out = tmp_path / "r.json"
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url, "--json", str(out))
+    assert run.exit_code == 0, run.output
+    assert "never awaited" not in run.output
+    rows = {r["form"]: r for r in json.loads(out.read_text())["records"]}
+    assert rows["counter"]["errors"] == 0 and rows["counter"]["calls"] > 0
+    assert rows["counter"]["round_trips_per_op"] == 1
+    assert rows["hidden"]["calls"] == 0 and rows["hidden"]["errors"] > 0, rows["hidden"]
+    assert (
+        "form hidden returned a coroutine without awaiting it"
+        in (rows["hidden"]["error_samples"][0])
+    )
+
+
+ASYNC_INVARIANT = """
+import functools
+
+async def in_range(client, keys, args):
+    return int(await client.get(keys[0]) or 0) <= int(args[0])
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*a):
+        return fn(*a)
+    return wrapper
+
+hidden = logged(in_range)
+"""
+
+
+def test_an_async_invariant_is_refused_not_read_as_lost_updates(url: str, tmp_path: Path) -> None:
+    """An async def invariant got the sync client and its coroutine was compared with the
+    baseline's: every form, the script included, read FAIL 64/64 (lost updates) and the verdict
+    said no form ran correctly. It is refused when the profile is read; one hidden behind a
+    plain function stops the run with one line before anything is timed."""
+    (tmp_path / "incr_capped.lua").write_text(INCR_CAPPED)
+    (tmp_path / "async_invariant.py").write_text(ASYNC_INVARIANT)
+    profile = tmp_path / "incr_capped.bench.toml"
+    profile.write_text('invariant = "async_invariant:in_range"\n[args]\ncap = 1000000000\n')
+    with pytest.raises(SpecError, match=r"bench.toml:1: invariant: async_invariant:in_range is "
+                       r"an async def; the invariant is called between slices"):  # fmt: skip
+        load_profile(profile)
+    profile.write_text('invariant = "async_invariant:hidden"\n[args]\ncap = 1000000000\n')
+    run = _bench(str(tmp_path / "incr_capped.lua"), "--url", url)
+    assert run.exit_code == 1, run.output
+    assert "error: invariant async_invariant:hidden returned a coroutine without awaiting" in (
+        run.output
+    )
+    assert "FAIL" not in run.output
+
+
+def test_a_profile_without_an_arg_every_call_needs_is_refused(tmp_path: Path) -> None:
+    """A profile that left out args the header requires was accepted, and the whole run was
+    spent on refused calls (err 13,298, 'no form at stake ran correctly'); so was one giving
+    an arg after an optional one it left out (a call passes its args in order)."""
+    shutil.copy(BUCKET / "token_bucket.lua", tmp_path / "token_bucket.lua")
+    profile = tmp_path / "token_bucket.bench.toml"
+    profile.write_text("write_share = 1.0\n[args]\ncapacity = 100\nrate = 10\n")
+    with pytest.raises(SpecError) as err:
+        load_profile(profile)
+    assert err.value.problems == [
+        f"{profile}:2: args: no value for now_ms, cost: every call passes the args the script "
+        "takes (capacity, rate, now_ms, cost), each one not marked [optional]"
+    ]
+    (tmp_path / "opt.lua").write_text("-- @key k\n-- @arg [a]\n-- @arg [b]\nreturn 1\n")
+    (tmp_path / "opt.bench.toml").write_text("[args]\nb = 1\n")
+    with pytest.raises(SpecError, match=r"opt.bench.toml:2: args.b: given while \[a\] before"):
+        load_profile(tmp_path / "opt.bench.toml")
+    (tmp_path / "opt.bench.toml").write_text("[args]\na = 1\n")
+    assert [a.name for a in load_profile(tmp_path / "opt.bench.toml").bench.spread.args] == ["a"]
+    (tmp_path / "bare.lua").write_text("return redis.call('GET', KEYS[1]) or ARGV[1]\n")
+    (tmp_path / "bare.bench.toml").write_text("write_share = 0.0\n")  # no header: unchecked
+    assert load_profile(tmp_path / "bare.bench.toml").args[0].name == "arg1"
+
+
+def test_two_scripts_of_one_name_are_refused_not_mixed_up(tmp_path: Path) -> None:
+    """`bench v1/incr_capped.lua v2/incr_capped.lua` (an edited script against the old one)
+    timed both under one name: one block with two 'script' and two 'function' rows, a
+    verdict of 'function vs function', and both on the same bench keys."""
+    for version in ("v1", "v2"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "incr_capped.lua").write_text(INCR_CAPPED)
+    v1, v2 = str(tmp_path / "v1" / "incr_capped.lua"), str(tmp_path / "v2" / "incr_capped.lua")
+    with pytest.raises(LuapipeError, match=f"{v1} and {v2} are both timed as 'incr_capped'"):
+        resolve_workloads([v1, v2])
+    with pytest.raises(LuapipeError, match="reserve_stock is named twice"):
+        resolve_workloads(["reserve_stock", "reserve_stock"])
+    assert [w.name for w in resolve_workloads([v1, "reserve_stock"])] == [
+        "incr_capped",
+        "reserve_stock",
+    ]
+
+
+def test_two_profiles_with_a_module_of_one_name_are_refused(tmp_path: Path) -> None:
+    """Python imports one module per name: a second profile whose folder holds its own
+    forms.py got the first profile's forms module, and its form timed the other's code
+    without a word (b's form, which raises on every call, ran a's, no errors)."""
+    for version, body in (("a", "return [1, client.incr(keys[0])]"), ("b", "raise KeyError")):
+        d = tmp_path / version
+        d.mkdir()
+        (d / "incr_capped.lua").write_text(INCR_CAPPED)
+        (d / "same_name_forms.py").write_text(f"def take(client, keys, args):\n    {body}\n")
+        (d / "incr_capped.bench.toml").write_text(
+            '[args]\ncap = 1000000000\n[forms]\nmine = "same_name_forms:take"\n'
+        )
+    load_profile(tmp_path / "a" / "incr_capped.bench.toml")
+    load_profile(tmp_path / "a" / "incr_capped.bench.toml")  # the same module: fine
+    with pytest.raises(SpecError) as err:
+        load_profile(tmp_path / "b" / "incr_capped.bench.toml")
+    assert err.value.problems == [
+        f"{tmp_path / 'b' / 'incr_capped.bench.toml'}:4: forms.mine: 'same_name_forms' is "
+        f"{tmp_path / 'b' / 'same_name_forms.py'} here, but {tmp_path / 'a' / 'same_name_forms.py'}"
+        " was imported under that name already (another profile's): Python keeps one module "
+        "per name, so this profile would run that one; give one of them another name"
+    ]
+
+
+class _AsyncCounter(_Counter):
+    """_Counter with the optional parts the README lists: asyncio calls for --tasks, and
+    how many cases its invariant found broken."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {}
+
+    def op_fn_async(self, client: Any, form: str, worker: int, seed: int) -> Any:
+        async def call(i: int) -> int:
+            await client.incr("luapipe:bench:hits:n")
+            return 0
+
+        return call
+
+    def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
+        self.state["checked"] = (1, 3)  # as if one case of three were found broken
+        return False, "1 of 3 cases broken"
+
+
+def test_a_workload_of_ones_own_with_asyncio_calls_runs_under_tasks(url: str) -> None:
+    """The Workload protocol's optional op_fn_async (README): --tasks awaits it; and the
+    invariant's own count of broken cases is what the results say (FAIL 1/3)."""
+    quick = BenchConfig(duration_s=0.2, warmup_s=0.05, rounds=1, bystander=False, tasks=2)
+    result = run_bench(url, [_AsyncCounter()], quick)
+    for r in result.records:
+        assert r.calls > 0 and r.errors == 0, (r.form, r.error_samples)
+        assert (r.lost_updates, r.invariant_cases) == (1, 3), r.form
+    with pytest.raises(LuapipeError, match="hits has no asyncio calls"):
+        run_bench(url, [_Counter()], quick)
+
+
+def test_a_script_that_does_not_compile_is_its_syntax_error(tmp_path: Path) -> None:
+    """`bench broken.lua` started a server, drew cases, and said "no sampled case runs
+    without an error; write a bench profile": the script's syntax error, file:line, is
+    what a user must read, before any server starts."""
+    script = tmp_path / "broken.lua"
+    script.write_text("-- @key k\nreturn redis.call('GET', KEYS[1]\n")
+    for target in (script, tmp_path / "broken.bench.toml"):
+        (tmp_path / "broken.bench.toml").write_text("write_share = 0.0\n")
+        with pytest.raises(LuapipeError, match=rf"{script}:3: Lua syntax error: '\)' expected"):
+            resolve_workloads([str(target)])

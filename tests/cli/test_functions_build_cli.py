@@ -115,3 +115,63 @@ def test_gc_keeps_the_built_file_and_deletes_an_older_build(
     not_built = tmp_path / "x.lua"
     not_built.write_text("return 1\n")
     one_line_error(run("functions", "gc", str(not_built), "--url", url), "not a library built")
+
+
+def test_verify_that_compared_nothing_is_not_a_pass(scripts: Path) -> None:
+    """`functions verify --script legacy` (a script left out of the library), or a directory
+    of #!lua scripts on fakeredis, ran no case and printed 'ok: 0 cases over 0 scripts',
+    exit 0: a deploy pipeline's proof that proved nothing."""
+    for only in ("legacy", "window_count"):
+        res = run("functions", "verify", str(scripts), "--library", "app", "--fake",
+                  "--cases", "5", "--script", only)  # fmt: skip
+        assert res.exit_code == 1, res.output
+        last = res.output.splitlines()[-1]
+        assert last.startswith("luapipe_app_") and ": NOTHING VERIFIED: no script was run" in last
+        assert "ok" not in last
+
+
+def test_out_that_cannot_be_written_is_one_line_naming_it(
+    scripts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--out under a file said '<file>: File exists' (mkdir's words), and a place that
+    refused the write named luapipe's own temporary file ('/sys/.app.lua.tmp: Permission
+    denied'), which the user never named; the temporary file was left behind."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "app.lua", a_file / "deeper"):
+        res = run("functions", "build", str(scripts), "--library", "app", "--out", str(out))
+        one_line_error(res, f"cannot be written, {a_file} is a file: --out names a directory")
+        assert "File exists" not in res.output
+    (tmp_path / "adir.lua").mkdir()
+    res = run("functions", "build", str(scripts), "--library", "app",
+              "--out", str(tmp_path / "adir.lua"))  # fmt: skip
+    one_line_error(res, f"{tmp_path / 'adir.lua'}: is a directory")
+
+    def refused(self: Path, target: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "replace", refused)
+    out = tmp_path / "ro"
+    res = run("functions", "build", str(scripts), "--library", "app", "--out", str(out))
+    one_line_error(res, f"{out / 'app.lua'}: cannot write the library: Permission denied")
+    assert ".tmp" not in res.output and list(out.iterdir()) == []
+
+
+def test_gc_names_a_missing_file_and_a_directory_for_what_they_are(
+    scripts: Path, tmp_path: Path, redis_server: ServerProcess
+) -> None:
+    """`functions gc buidl/app.lua` (a typo) said 'not a library built by luapipe functions
+    build', and `functions gc build` (the directory deploy --dir takes) 'build:1: file:
+    cannot read: Is a directory', read as a spec."""
+    url = redis_server.url
+    out = tmp_path / "build"
+    assert (
+        run("functions", "build", str(scripts), "--library", "app", "--out", str(out)).exit_code
+        == 0
+    )
+    typo = tmp_path / "buidl" / "app.lua"
+    one_line_error(run("functions", "gc", str(typo), "--url", url), f"{typo}: no such file")
+    one_line_error(
+        run("functions", "gc", str(out), "--url", url),
+        f"{out}: a directory; name the built library's file ({out / 'app.lua'})",
+    )

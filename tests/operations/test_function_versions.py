@@ -107,11 +107,37 @@ def test_gc_on_the_command_line(r: redis.Redis, redis_server: ServerProcess) -> 
     res = CliRunner().invoke(main, ["functions", "gc", "reserve_stock", "--url", url, "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output) == [
-        {"node": node, "deleted": [library_name(V2)], "kept": [library_name(V1)], "others": 1}
+        {
+            "node": node,
+            "deleted": [library_name(V2)],
+            "kept": [library_name(V1)],
+            "others": 1,
+            "unnamed": [],
+        }
     ]
     res = CliRunner().invoke(main, ["functions", "gc", "--url", url])
     assert res.exit_code == 0 and f"deleted {library_name(V1)};" in res.output
     assert libraries(r) == {"mine"}
+
+
+def test_gc_of_named_operations_leaves_the_others_current_libraries_alone(
+    r: redis.Redis, redis_server: ServerProcess
+) -> None:
+    """`functions gc reserve_stock` collects reserve_stock's old versions only: another
+    operation's library (another service's, in use) is not luapipe's to delete then."""
+    other = load_operation(EXAMPLES_DIR / "operations" / "incr_many.toml")
+    for op in (V1, V2):
+        r.set("stock", 5)
+        op.run(r, "function", keys={"stock": "stock"}, args={"qty": 1})
+    r.function_load(other.function_source)
+    url = redis_server.url
+    res = CliRunner().invoke(main, ["functions", "gc", str(SPEC), "--url", url])
+    assert res.exit_code == 0, res.output
+    assert f"deleted {library_name(V2)};" in res.output
+    assert res.output.rstrip().endswith("(not luapipe's), 1 of luapipe's not named")
+    assert libraries(r) == {library_name(V1), library_name(other)}
+    (found,) = collect_generated(r, [library_name(V1)], only=["reserve_stock"])
+    assert found.deleted == () and found.unnamed == (library_name(other),)
 
 
 @pytest.mark.parametrize("name", ["nosuch"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from luapipe.errors import ScriptError, ScriptRuntimeError
+from luapipe.errors import CallArgumentError, ScriptError, ScriptRuntimeError
 from luapipe.operations.generate import generated_operation
 from luapipe.operations.libraries import collect_generated
 from luapipe.scripts.build import build_library
@@ -131,9 +131,13 @@ def test_scripts_a_function_cannot_run_are_listed_with_the_reason() -> None:
     scripts.append(_script("fine", "-- @key k\nreturn KEYS[1]\n"))
     scripts.append(_script("in_string", "return [[\n-- @key x\n]]\n"))
     scripts += [_script("a-b", "return 1\n"), _script("a_b", "return 2\n")]
+    # function names are case-insensitive on the server: FCALL of one ran the other, and
+    # Redis 7.0 crashed deleting the library (functions gc, deploy --prune, verify)
+    scripts += [_script("Take", "return 1\n"), _script("take", "return 2\n")]
     built = build_library(scripts, "app")
     reasons = {u.name: u.reason for u in built.skipped}
-    assert sorted(dict(built.scripts)) == ["a-b", "fine"]
+    assert sorted(dict(built.scripts)) == ["Take", "a-b", "fine"]
+    assert "would end in 'take', as 'Take''s does" in reasons["take"]
     for name, (_, reason) in NOT_CONVERTED.items():
         assert reason in reasons[name], (name, reasons[name])
     assert "inside a string" in reasons["in_string"]
@@ -146,12 +150,18 @@ def test_scripts_a_function_cannot_run_are_listed_with_the_reason() -> None:
 CONVERTED = {
     "fields": "local t = {KEYS = KEYS[1], ARGV = #ARGV}\nreturn {t.KEYS, t.ARGV}\n",
     "shadowed": "local KEYS = {'x'}\nKEYS = {'y'}\nreturn KEYS[1]\n",
+    # a local, a parameter, a field or a constructor's key named as a global reader
+    "local_load": "local load = tonumber(ARGV[1]) or 0\nreturn load\n",
+    "param_load": "local function f(load) return load end\nreturn f(KEYS[1])\n",
+    "field_load": "local t = {load = 1, _G = 2}\nreturn t.load + t._G\n",
+    "local_g": "local _G = {KEYS = {'x'}}\nreturn _G.KEYS[1]\n",
 }
 
 
 @pytest.mark.parametrize("name", sorted(CONVERTED))
 def test_what_only_looks_like_assigning_keys_is_converted(name: str, r: redis.Redis) -> None:
-    """`{KEYS = ...}` read as an assignment of the global KEYS: the script was left out."""
+    """`{KEYS = ...}` read as an assignment of the global KEYS, and `local load = ...` or
+    `{load = 1}` as compiling code at run time: the script was left out."""
     built = build_library([_script(name, CONVERTED[name])], "app")
     assert built.skipped == () and dict(built.scripts).keys() == {name}
     r.function_load(built.source, replace=True)
@@ -277,3 +287,29 @@ def test_no_script_to_build_is_one_error() -> None:
         build_library([_script("g", "return _G.x\n")], "app")
     with pytest.raises(ScriptError, match="invalid library name 'my-app'"):
         build_library([_script("g", "return 1\n")], "my-app")
+
+
+def test_a_wrong_call_reads_the_same_with_functions_as_without(
+    tmp_path: Path, driver: Driver, redis_server: object, r: redis.Redis
+) -> None:
+    """functions='app' is no change to the application's calls: a call with the wrong
+    counts or a value redis-py cannot send said "function 'luapipe_app_<hash>_take' takes
+    1 key", naming a function the application never named, where it said "script 'take'"."""
+    directory = _write(
+        tmp_path / "s", {"take": "-- @key k\n-- @arg n\nreturn redis.call('DECRBY', KEYS[1], 1)\n"}
+    )
+    scripts = ScriptRegistry.from_directory(directory)
+    functions = ScriptRegistry.from_directory(directory, functions="app")
+    client = driver.redis(redis_server.port)  # type: ignore[attr-defined]
+    for keys, args in (([], [1]), (["k"], [1, 2]), (["k"], [None])):
+        said = []
+        for reg in (scripts, functions):
+            with pytest.raises(CallArgumentError) as err:
+                driver.run(reg.call(client, "take", keys, args))
+            said.append(str(err.value))
+            with pytest.raises(CallArgumentError) as err:
+                reg.pipeline(client).call("take", keys, args)
+            said.append(str(err.value))
+        assert len(set(said)) == 1 and said[0].startswith("script 'take'"), said
+    r.delete("k")
+    assert driver.run(functions.call(client, "take", ["k"], [1])) == -1

@@ -266,10 +266,11 @@ def client_for(plan: ClientPlan) -> redis.Redis:
 
 
 def _default_sigterm() -> None:
-    """A forked worker dies at once on SIGTERM (the parent's handler turns SIGTERM into
-    KeyboardInterrupt so that it cleans up; a worker has nothing to clean up), and leaves a
-    Ctrl-C to the parent, which stops it."""
+    """A forked worker dies at once on SIGTERM or SIGHUP (the parent's handler turns them
+    into KeyboardInterrupt so that it cleans up; a worker has nothing to clean up), and
+    leaves a Ctrl-C to the parent, which stops it."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

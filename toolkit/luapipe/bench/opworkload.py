@@ -326,4 +326,15 @@ def resolve_workloads(
 
             op = load_operation(path)
             out.append(OperationWorkload(op, contention=contention, seed=seed, batch=batch))
+    named: dict[str, str] = {}
+    for name, w in zip(names, out, strict=True):
+        if w.name in named and named[w.name] == name:
+            raise LuapipeError(f"{name} is named twice: bench it once")
+        if w.name in named:
+            raise LuapipeError(
+                f"{named[w.name]} and {name} are both timed as {w.name!r}: their results and "
+                "their bench keys would be mixed up; bench them one at a time, or give a copy "
+                "of one another name"
+            )
+        named[w.name] = name
     return out

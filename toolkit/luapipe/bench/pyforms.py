@@ -38,7 +38,7 @@ from redis.asyncio.connection import Connection as AsyncConnection
 from luapipe.bench.counting import Counts
 from luapipe.errors import LuapipeError
 
-__all__ = ["AsyncCaller", "PythonForm", "load_callable"]
+__all__ = ["AsyncCaller", "PythonForm", "awaitable_error", "is_async_callable", "load_callable"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ def load_callable(target: str, where: str, search: Path | None = None) -> Callab
     for folder in (Path.cwd(), search):
         if folder is not None and str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
+    _one_module_per_name(module_name.split(".")[0], search, where)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an import error of the team's own module, whatever it is
@@ -103,6 +104,48 @@ def load_callable(target: str, where: str, search: Path | None = None) -> Callab
             "(client, keys, args) only"
         )
     return fn  # type: ignore[no-any-return]
+
+
+def _one_module_per_name(top: str, search: Path | None, where: str) -> None:
+    """Python imports one module per name: a profile whose folder holds ``forms.py`` while
+    another ``forms`` was imported already (another profile's) would get that one."""
+    cached = sys.modules.get(top)
+    was = getattr(cached, "__file__", None)
+    if search is None or was is None:
+        return
+    for here in (search / f"{top}.py", search / top / "__init__.py"):
+        if here.is_file():
+            if here.resolve() != Path(was).resolve():
+                raise LuapipeError(
+                    f"{where}: {top!r} is {here} here, but {was} was imported under that name "
+                    "already (another profile's): Python keeps one module per name, so this "
+                    "profile would run that one; give one of them another name"
+                )
+            return
+
+
+def is_async_callable(fn: Any) -> bool:
+    """Whether a call of ``fn`` gives a coroutine to await: an ``async def`` (or a
+    ``functools.partial`` of one), or an object whose ``__call__`` is an ``async def``."""
+    found = (vars(k).get("__call__") for k in type(fn).__mro__)
+    call = None if inspect.isroutine(fn) else next((c for c in found if c is not None), None)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+def awaitable_error(what: str, value: Any) -> LuapipeError | None:
+    """The error for what a plain call returned when it is a coroutine (any awaitable): an
+    ``async def`` behind a plain function (a decorator that is not async) was never run,
+    only created. The coroutine is closed (no "never awaited" warning). None otherwise."""
+    if not hasattr(type(value), "__await__"):
+        return None
+    close = getattr(value, "close", None)
+    if callable(close):
+        close()
+    return LuapipeError(
+        f"{what} returned a {type(value).__name__} without awaiting it (an async def behind "
+        "a plain function, such as a decorator that is not async): its code never ran; make "
+        "it an async def that awaits it"
+    )
 
 
 class _CountingAsyncConnection(AsyncConnection):

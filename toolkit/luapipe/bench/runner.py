@@ -337,6 +337,12 @@ def run_bench(
     # connected to once, as every command does first: an invalid URL (urllib would quote a
     # piece of a password holding a raw "/"), a refused connection (nothing ran) or a wrong
     # password reads as it does everywhere, before anything starts
+    for ws, cfg in [(workloads, config), *also]:
+        for w in ws:  # refused before anything starts, not as an error of every slice
+            if cfg.tasks > 1 and getattr(w, "op_fn_async", None) is None:
+                raise LuapipeError(
+                    f"{w.name} has no asyncio calls (op_fn_async): run it with --tasks 1"
+                )
     client_from_url(url).close()  # a cluster's client too (its first commands refused)
     try:
         return _run_bench(url, [(workloads, config), *also], progress)

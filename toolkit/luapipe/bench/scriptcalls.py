@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from luapipe.bench.opcalls import OpCalls
-from luapipe.bench.pyforms import AsyncCaller, PythonForm, load_callable
+from luapipe.bench.pyforms import AsyncCaller, PythonForm, awaitable_error, load_callable
 from luapipe.errors import LuapipeError
 from luapipe.scripts.header import Param
 from luapipe.wire.routing import is_cluster
@@ -104,11 +104,15 @@ def sync_runner(t: Target, client: Any) -> tuple[Run, AsyncCaller | None]:
 
         def plain(c: Any, f: str, keys: dict[str, Any], args: dict[str, Any]) -> Result:
             try:
-                return Result(fn(c, positional(keys_of, keys), positional(args_of, args)))
+                value = fn(c, positional(keys_of, keys), positional(args_of, args))
             except _COUNTED:
                 raise
             except Exception as exc:
                 raise _raised(f, exc) from exc
+            hidden = awaitable_error(f"form {f}", value)
+            if hidden is not None:  # counted as a failed call, with the reason
+                raise hidden
+            return Result(value)
 
         return plain, None
     if is_cluster(client):

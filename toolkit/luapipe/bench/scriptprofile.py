@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from luapipe.bench.pyforms import PythonForm, load_callable
+from luapipe.bench.pyforms import PythonForm, is_async_callable, load_callable
 from luapipe.errors import LuapipeError, SpecError
 from luapipe.operations.benchprofile import FLAG, ArgDraw, BenchDraw, BenchProfile
 from luapipe.operations.benchspec import BenchTable, merged_draw
@@ -191,6 +191,31 @@ def _args(b: Builder, field: str, raw: Any, params: tuple[Param, ...]) -> tuple[
     return tuple(out)
 
 
+def _every_call_arg(b: Builder, raw: Any, params: tuple[Param, ...]) -> None:
+    """Each arg the header says a call must pass has a value, and none is given after an
+    optional one that is not (a call passes its args in order): else every call of the run
+    would be refused."""
+    if not isinstance(raw, dict):
+        return  # said already
+    missing = [p.display for p in params if not p.optional and p.name not in raw]
+    if missing:
+        takes = ", ".join(p.display for p in params)
+        b.problem(
+            "args",
+            f"no value for {', '.join(missing)}: every call passes the args the script takes "
+            f"({takes}), each one not marked [optional]",
+        )
+    skipped = None
+    for p in params:
+        if p.name not in raw:
+            skipped = skipped or p.display
+        elif skipped is not None:
+            b.problem(
+                f"args.{p.name}",
+                f"given while {skipped} before it is not: a call passes its args in order",
+            )
+
+
 def _families(script: LuaScript, keys: tuple[Param, ...]) -> dict[str, str]:
     """Key name -> the type the script's commands use it as (leading, single keys)."""
     found = key_families(script.source)
@@ -254,14 +279,8 @@ def _forms(b: Builder, raw: Any, search: Path) -> tuple[PythonForm, ...]:
         except LuapipeError as exc:
             b.problems.append(str(exc))
             continue
-        out.append(PythonForm(name, v["call"], atomic, _is_async(fn)))
+        out.append(PythonForm(name, v["call"], atomic, is_async_callable(fn)))
     return tuple(out)
-
-
-def _is_async(fn: Any) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(fn)
 
 
 def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptProfile:
@@ -296,6 +315,8 @@ def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptPro
     table = BenchTable(b, [KeySpec(k.name, k.doc, k.variadic) for k in keys], ())
     flag = _wrote(b, data.get("wrote"))
     spread = _draw(b, table, "", data, flag, script, keys, args)
+    if script.args is not None:  # the header's args: a call that lacks one is refused
+        _every_call_arg(b, data.get("args", {}), args)
     hot = None
     if isinstance(data.get("hot"), dict):
         h = data["hot"]
@@ -316,12 +337,18 @@ def load_profile(path: str | Path, script_path: Path | None = None) -> ScriptPro
             )
             invariant = None
         else:
+            field = f"{where}:{b.lines.get('invariant', 1)}: invariant"
             try:
-                load_callable(
-                    invariant, f"{where}:{b.lines.get('invariant', 1)}: invariant", p.parent
-                )
+                check = load_callable(invariant, field, p.parent)
             except LuapipeError as exc:
                 b.problems.append(str(exc))
+            else:
+                if is_async_callable(check):
+                    b.problems.append(
+                        f"{field}: {invariant} is an async def; the invariant is called "
+                        "between slices with a redis.Redis (sync) client: write it as a plain "
+                        "function"
+                    )
     description = data.get("description", "")
     if not isinstance(description, str):
         b.problem("description", "must be a string")

@@ -15,6 +15,7 @@ from pathlib import Path
 from luapipe.bench.scriptprofile import PROFILE_SUFFIX, default_profile, load_profile, profile_of
 from luapipe.bench.scriptworkload import ScriptWorkload
 from luapipe.errors import LuapipeError
+from luapipe.scripts.compiler import compile_check
 from luapipe.scripts.libparse import is_library
 from luapipe.scripts.loader import load_file
 from luapipe.scripts.registry import bundled_scripts_dir
@@ -71,4 +72,5 @@ def script_workload(
             )
         beside = profile_of(path)
         profile = load_profile(beside, path) if beside else default_profile(load_file(path))
+    compile_check([profile.script])  # file:line now, not "no case runs" after a server
     return ScriptWorkload(profile, contention=contention, seed=seed, batch=batch, tasks=tasks)

@@ -31,7 +31,7 @@ from luapipe.bench.benchkeys import delete_matching, patterns, tagged
 from luapipe.bench.opcalls import AsyncOpCalls
 from luapipe.bench.opcases import write_states
 from luapipe.bench.profile import DEFAULT_KEY_COUNT, CallArgs, copy_namespace, rebase
-from luapipe.bench.pyforms import PythonForm, load_callable
+from luapipe.bench.pyforms import PythonForm, awaitable_error, load_callable
 from luapipe.bench.scriptcalls import Calls, Flag, Target, async_runner, sync_runner
 from luapipe.bench.scriptprofile import ScriptProfile
 from luapipe.bench.workloads import KeyChooser, OpFn
@@ -303,7 +303,12 @@ class ScriptWorkload:
     def _invariants(self, client: Any, cases: Any) -> list[Any]:
         assert self.profile.invariant is not None
         fn = load_callable(self.profile.invariant, "invariant")
-        return [fn(client, flat(c.keys), flat(c.args)) for c in cases]
+        found = [fn(client, flat(c.keys), flat(c.args)) for c in cases]
+        what = f"invariant {self.profile.invariant}"
+        hidden = [e for e in (awaitable_error(what, v) for v in found) if e is not None]
+        if hidden:  # an async def behind a plain function: it never ran
+            raise hidden[0]
+        return found
 
     def check_invariant(self, client: redis.Redis, ops_done: int) -> tuple[bool, str]:
         """Every case, and every copy a renewal used, against its baseline (a bool must

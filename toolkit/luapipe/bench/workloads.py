@@ -107,7 +107,15 @@ class Workload(Protocol):
       results list them as skipped, with the reason, as they list ``cluster_skips``;
     - on the callable :meth:`op_fn` returns: ``wrote`` (calls whose reply said they wrote,
       or None), ``counts()`` (a :class:`~luapipe.bench.counting.Counts` of a client of its
-      own, e.g. an asyncio one) and ``close()`` (called when the slice ends).
+      own, e.g. an asyncio one) and ``close()`` (called when the slice ends);
+    - ``op_fn_async(client, form, worker, seed)``: the asyncio twin of :meth:`op_fn`, for
+      ``--tasks N`` (``BenchConfig(tasks=N)``): an async callable, ``await f(i) ->
+      retries``; ``client`` is a ``redis.asyncio`` client (an auto-pipeline over one for
+      the ``auto`` forms). Without it, ``tasks`` above 1 is refused ("has no asyncio calls");
+    - ``state``: a dict in which :meth:`check_invariant` puts ``"checked": (broken,
+      checked)``, the cases it found broken out of those it checked (the results' ``FAIL
+      n/m`` and lost updates); without it a failed check counts as 1 broken of 1;
+    - ``contention``: how its keys are drawn, as the results name it (default "spread").
     """
 
     @property

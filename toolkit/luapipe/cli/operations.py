@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 import redis
@@ -13,7 +14,13 @@ __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument(
+    "specs",
+    nargs=-1,
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=common.finite_files,
+)
 @click.option(
     "--out",
     default=None,
@@ -37,13 +44,8 @@ def generate(specs: tuple[str, ...], out: str | None, py_out: str | None) -> Non
 
 
 @click.command("verify")
-@click.argument("specs", nargs=-1, required=True)
-@click.option(
-    "--url",
-    default=None,
-    callback=common.checked_url(),
-    help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
-)
+@click.argument("specs", nargs=-1, required=True, callback=common.finite_files)
+@common.url_options("Redis URL [default: a private embedded server; REDIS_URL is not used].")
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=1, show_default=True, type=int)
@@ -127,12 +129,7 @@ def functions_build(directory: str, base: str, out: str, as_json: bool) -> None:
 @functions.command("verify")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True))
 @_LIBRARY
-@click.option(
-    "--url",
-    default=None,
-    callback=common.checked_url(),
-    help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
-)
+@common.url_options("Redis URL [default: a private embedded server; REDIS_URL is not used].")
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=1, show_default=True, type=int)
@@ -151,7 +148,6 @@ def functions_verify(
     import contextlib
     import shlex
 
-    from luapipe.errors import mask_url
     from luapipe.operations.builtverify import verify_built
     from luapipe.scripts.registry import ScriptRegistry
 
@@ -160,7 +156,7 @@ def functions_verify(
     reg = ScriptRegistry.from_directory(directory, functions=base)
     for name in names:
         reg[name]  # an unknown name is one error before a server starts
-    where = "--fake" if fake else f"--url {shlex.quote(mask_url(url))}" if url else ""
+    where = "--fake" if fake else common.url_given()
     command = f"luapipe functions verify {shlex.quote(directory)} --library {base} {where}"
     with contextlib.ExitStack() as stack:
         if fake:
@@ -198,24 +194,34 @@ def _fake_client() -> redis.Redis:
 
 
 @functions.command("gc")
-@click.argument("specs", nargs=-1)
+@click.argument("specs", nargs=-1, callback=common.finite_files)
 @common.url_option
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @common.json_option
 def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json: bool) -> None:
     """Delete old luapipe libraries (luapipe_<name>_<hash>: generated, or built) on every
-    primary, keeping the current version of each SPEC|NAME, and each built library FILE.lua
-    (what functions build wrote). A team's own libraries are never touched."""
+    primary: the older versions of each SPEC|NAME and of each built library FILE.lua (what
+    functions build wrote), keeping the current one. Without arguments, every luapipe
+    library goes. A team's own libraries, and other operations' or builds' libraries when
+    names are given, are never touched."""
     from luapipe.operations.catalogue import spec_paths
     from luapipe.operations.generate import library_name
     from luapipe.operations.libraries import collect_generated
     from luapipe.operations.spec import load_operations
+    from luapipe.scripts.versioned import VERSIONED_NAME
 
+    for spec in specs:
+        if Path(spec).is_dir():
+            built = sorted(str(f) for f in Path(spec).glob("*.lua") if _is_built(f))
+            hint = f" ({', '.join(built)})" if built else ""
+            common.fail(f"{spec}: a directory; name the built library's file{hint}")
     files = [s for s in specs if s.endswith(".lua")]
     keep = [_built_name(f) for f in files]
     ops = [s for s in specs if not s.endswith(".lua")]
     keep += [library_name(op) for op in load_operations(spec_paths(ops))] if ops else []
-    found = collect_generated(common.client(url), keep, dry_run=dry_run)
+    # named: only their older versions go, never another operation's or service's build
+    only = {VERSIONED_NAME.match(k)["op"] for k in keep} if specs else None  # type: ignore[index]
+    found = collect_generated(common.client(url), keep, dry_run=dry_run, only=only)
     if as_json:
         common.emit_json([c.as_dict() for c in found])
         return
@@ -223,17 +229,24 @@ def functions_gc(specs: tuple[str, ...], url: str | None, dry_run: bool, as_json
     for c in found:
         gone = ", ".join(c.deleted) or "nothing"
         others = f"{c.others} other {'library' if c.others == 1 else 'libraries'}"
+        unnamed = f", {len(c.unnamed)} of luapipe's not named" if c.unnamed else ""
         click.echo(
             f"{c.node}: {verb} {gone}; kept {common.plural(len(c.kept), 'current version')}; "
-            f"left {others} alone (not luapipe's)"
+            f"left {others} alone (not luapipe's){unnamed}"
         )
 
 
-def _built_name(path: str) -> str:
-    from pathlib import Path
-
+def _is_built(path: Path) -> bool:
     from luapipe.scripts.buildfiles import built_library_name
 
+    return built_library_name(path) is not None
+
+
+def _built_name(path: str) -> str:
+    from luapipe.scripts.buildfiles import built_library_name
+
+    if not Path(path).is_file():
+        common.fail(f"{path}: no such file (the library luapipe functions build wrote)")
     name = built_library_name(Path(path))
     if name is None:
         common.fail(f"{path}: not a library built by luapipe functions build")

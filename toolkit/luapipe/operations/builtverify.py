@@ -81,13 +81,21 @@ class BuiltVerification:
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.reports)
+        """Every script checked agrees, and at least one was checked: a run that compared
+        nothing (``--script`` naming a script left out of the library, or only ``#!lua``
+        scripts on fakeredis) proves nothing, and is not a pass."""
+        return bool(self.reports) and all(r.ok for r in self.reports)
 
     @property
     def cases(self) -> int:
         return sum(r.cases for r in self.reports)
 
     def summary(self) -> str:
+        if not self.reports:
+            return (
+                f"{self.library}: NOTHING VERIFIED: no script was run both as a script and as "
+                "its function (see the lines above)"
+            )
         status = "ok" if self.ok else "MISMATCH"
         agreed = sum(r.errors_agreed for r in self.reports)
         return (

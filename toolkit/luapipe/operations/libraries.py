@@ -107,6 +107,8 @@ class Collected:
     deleted: tuple[str, ...]
     kept: tuple[str, ...]
     others: int
+    #: luapipe's libraries of operations or builds not named (``only``), left alone
+    unnamed: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +116,7 @@ class Collected:
             "deleted": list(self.deleted),
             "kept": list(self.kept),
             "others": self.others,
+            "unnamed": list(self.unnamed),
         }
 
 
@@ -142,25 +145,37 @@ def _all_libraries(node: Any) -> dict[str, str]:
 
 
 def collect_generated(
-    client: Any, keep: Iterable[str] = (), *, dry_run: bool = False
+    client: Any,
+    keep: Iterable[str] = (),
+    *,
+    dry_run: bool = False,
+    only: Iterable[str] | None = None,
 ) -> list[Collected]:
     """Delete luapipe's generated function libraries on every primary, except those named in
     ``keep`` (e.g. :func:`~luapipe.operations.generate.library_name` of the specs in use).
 
     A library is luapipe's only if its name is ``luapipe_<op>_<hash>`` and its code has that
-    hash; every other library is left alone. ``dry_run``: say what would go, delete nothing.
-    Run it once a rollout is over: a process still on an old version reloads it.
+    hash; every other library is left alone. ``only``: the base names (``<op>``, or a built
+    library's ``--library``) whose versions may go; another operation's or another
+    service's build is then left alone too (listed in ``unnamed``). ``dry_run``: say what
+    would go, delete nothing. Run it once a rollout is over: a process still on an old
+    version reloads it.
     """
     kept_names = set(keep)
+    bases = None if only is None else set(only)
     out: list[Collected] = []
     for name, node in _named_primaries(client):
         deleted: list[str] = []
         kept: list[str] = []
+        unnamed: list[str] = []
         others = 0
         try:  # a refusal (NOPERM, no FUNCTION command) is luapipe's one-line error
             for library, code in sorted(_all_libraries(node).items()):
-                if generated_operation(library, code) is None:
+                base = generated_operation(library, code)
+                if base is None:
                     others += 1
+                elif bases is not None and base not in bases:
+                    unnamed.append(library)
                 elif library in kept_names:
                     kept.append(library)
                 else:
@@ -169,5 +184,5 @@ def collect_generated(
                     deleted.append(library)
         except (redis.RedisError, OSError) as exc:  # NOPERM, a lost node: luapipe's words
             raise translate(exc, where=name, sent=True) from None
-        out.append(Collected(name, tuple(deleted), tuple(kept), others))
+        out.append(Collected(name, tuple(deleted), tuple(kept), others, tuple(unnamed)))
     return out

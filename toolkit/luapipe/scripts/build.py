@@ -158,15 +158,18 @@ def _entries(scripts: Iterable[LuaScript]) -> tuple[list[_Entry], list[Unconvert
         body, first = body_of(script)
         reason = conversion_problem(script) or _wrapped_problem(body, first)
         suffix = function_suffix(script.name)
-        if reason is None and suffix in taken:
+        # the server's function names are case-insensitive: 'Foo' and 'foo' are one name
+        # there (FCALL of one runs the other; Redis 7.0 crashes deleting such a library)
+        if reason is None and suffix.lower() in taken:
             reason = (
-                f"its function name would end in {suffix!r}, as {taken[suffix]!r}'s does "
-                "(function names hold letters, digits and '_' only): rename one"
+                f"its function name would end in {suffix!r}, as {taken[suffix.lower()]!r}'s "
+                "does (function names hold letters, digits and '_' only, and the server "
+                "reads them case-insensitively): rename one"
             )
         if reason is not None:
             skipped.append(Unconverted(script.name, script.path, reason))
             continue
-        taken[suffix] = script.name
+        taken[suffix.lower()] = script.name
         entries.append(_Entry(script, suffix, body, first, function_flags(script)))
     return entries, skipped
 

@@ -37,6 +37,16 @@ def output_path(directory: str | Path, base: str, out: str | Path) -> Path:
     never in the scripts directory."""
     target = Path(out)
     path = target if target.suffix == ".lua" else target / f"{base}.lua"
+    if path.is_dir():
+        raise ScriptError(f"{path}: is a directory; --out names a directory or the .lua file")
+    for parent in path.parents:  # the nearest that exists must be a directory
+        if parent.exists():
+            if not parent.is_dir():
+                raise ScriptError(
+                    f"{path}: cannot be written, {parent} is a file: --out names a directory "
+                    f"(the library is written there as {base}.lua) or the .lua file"
+                )
+            break
     if path.parent.resolve() == Path(directory).resolve():
         raise ScriptError(
             f"{path}: the built library goes where --out says, never into the scripts "
@@ -78,8 +88,12 @@ def build_directory(directory: str | Path, base: str, out: str | Path) -> BuildR
                 f"{path}: exists and is not a library luapipe built; not overwritten "
                 "(remove it, or choose another --out)"
             )
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(library.source, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(library.source, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)  # nothing half-written left behind
+        raise ScriptError(f"{path}: cannot write the library: {exc.strerror or exc}") from None
     return BuildResult(path, library, changed=True)

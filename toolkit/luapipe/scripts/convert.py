@@ -8,8 +8,9 @@ on Redis 7.0.15, see REDIS_FACTS.md):
 - reach ``KEYS``/``ARGV`` as *globals*: ``_G.KEYS``, ``_G['ARGV']``, ``rawget(_G, 'KEYS')``,
   ``getfenv().KEYS``, or code compiled at run time (``loadstring('return KEYS[1]')``) see
   the globals, and a function has no such globals ("Script attempted to access nonexistent
-  global variable"). A script that uses ``_G``, ``getfenv``/``setfenv`` or
-  ``loadstring``/``load`` is not converted;
+  global variable"). A script that reads the global ``_G``, ``getfenv``/``setfenv`` or
+  ``loadstring``/``load`` is not converted (read from its bytecode, ``GETGLOBAL``: a local,
+  a parameter, a field or a table constructor's key of that name is not one);
 - call ``redis.replicate_commands`` (a no-op since Redis 7), ``redis.breakpoint`` or
   ``redis.debug`` (the script debugger's): functions do not have them (calling one is
   "attempt to call field ... (a nil value)");
@@ -127,10 +128,8 @@ def _tag_in_string(script: LuaScript, body: str, toks: list[Tok]) -> str | None:
     return None
 
 
-#: what a script must mention for one of the checks to apply (tokenizing is the slow part)
-_SUSPECT = re.compile(
-    r"\b(?:_G|getfenv|setfenv|loadstring|load|replicate_commands|breakpoint|debug)\b"
-)
+#: what a script must mention for a token check to apply (tokenizing is the slow part)
+_SUSPECT = re.compile(r"\b(?:replicate_commands|breakpoint|debug)\b")
 _LONG_STRING = re.compile(r"\[=*\[")
 
 
@@ -145,20 +144,24 @@ def _dump() -> Any:
     )
 
 
-_SETGLOBAL = 7  # Lua 5.1's opcode: a global's assignment (lopcodes.h)
+_GETGLOBAL, _SETGLOBAL = 5, 7  # Lua 5.1's opcodes: a global's read and assignment
+_PARAMS = (b"KEYS", b"ARGV")
+_REACHING = tuple(n.encode() for n in _GLOBAL_ACCESS)
 
 
-def global_writes(body: str) -> list[tuple[int, str]]:
-    """``(line, name)`` of each assignment to a global ``KEYS`` or ``ARGV`` in ``body``,
-    read from its Lua 5.1 bytecode (``SETGLOBAL``): ``x, KEYS = ...``, ``function ARGV()``
-    are; a local of that name, a field or a table constructor's key are not."""
+@functools.lru_cache(maxsize=512)
+def _global_uses(body: str) -> tuple[tuple[int, int, str], ...]:
+    """``(line, opcode, name)`` of each read of a global that reaches the globals
+    (:data:`_GLOBAL_ACCESS`) and each assignment of a global ``KEYS``/``ARGV`` in ``body``,
+    read from its Lua 5.1 bytecode: a local of that name, a field or a table constructor's
+    key is neither. Empty when the body does not compile (its error is the reason)."""
     code = _dump()(body.encode("utf-8", "surrogateescape"))
     if not code:
-        return []
+        return ()
     head = bytes(code[:12])
     at, int_size, size_t, num_size = 12, head[7], head[8], head[10]
     data = bytes(code)
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, int, str]] = []
 
     def integer(size: int) -> int:
         nonlocal at
@@ -194,11 +197,28 @@ def global_writes(body: str) -> list[tuple[int, str]]:
         for _ in range(integer(int_size)):  # upvalue names
             string()
         for pc, op in enumerate(code):
-            if op & 0x3F == _SETGLOBAL and constants[op >> 14] in (b"KEYS", b"ARGV"):
-                found.append((lines[pc] if pc < len(lines) else 0, constants[op >> 14].decode()))
+            opcode = op & 0x3F
+            name = constants[op >> 14] if opcode in (_GETGLOBAL, _SETGLOBAL) else None
+            wanted = _PARAMS if opcode == _SETGLOBAL else _REACHING
+            if name is not None and name in wanted:
+                found.append((lines[pc] if pc < len(lines) else 0, opcode, name.decode()))
 
     function()
-    return sorted(found)
+    return tuple(sorted(found))
+
+
+def global_writes(body: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each assignment to a global ``KEYS`` or ``ARGV`` in ``body``,
+    read from its Lua 5.1 bytecode (``SETGLOBAL``): ``x, KEYS = ...``, ``function ARGV()``
+    are; a local of that name, a field or a table constructor's key are not."""
+    return [(line, name) for line, op, name in _global_uses(body) if op == _SETGLOBAL]
+
+
+def global_reads(body: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each read of ``_G``, ``getfenv``, ``setfenv``, ``loadstring`` or
+    ``load`` as a global (``GETGLOBAL``): a local of that name (``local load = ...``), a
+    field (``t.load``) or a table constructor's key (``{load = 1}``) is not one."""
+    return [(line, name) for line, op, name in _global_uses(body) if op == _GETGLOBAL]
 
 
 def conversion_problem(script: LuaScript) -> str | None:
@@ -209,6 +229,11 @@ def conversion_problem(script: LuaScript) -> str | None:
         return (
             f"line {at + first - 1} assigns the global {name}: an error in a script, "
             "a plain assignment in a function"
+        )
+    for at, name in global_reads(body):
+        return (
+            f"line {at + first - 1} {_GLOBAL_ACCESS[name]}: a function has no KEYS/ARGV "
+            "globals (they are its callback's parameters)"
         )
     if not _SUSPECT.search(body) and not (
         _LONG_STRING.search(body)
@@ -223,11 +248,6 @@ def conversion_problem(script: LuaScript) -> str | None:
     for i, t in enumerate(toks):
         if t.kind != "name" or _is_field(toks, i):
             continue
-        if t.text in _GLOBAL_ACCESS:
-            return (
-                f"line {line(t)} {_GLOBAL_ACCESS[t.text]}: a function has no KEYS/ARGV "
-                "globals (they are its callback's parameters)"
-            )
         nxt = toks[i + 1] if i + 1 < len(toks) else None
         if t.text in ("redis", "server") and nxt is not None and nxt.text in (".", ":"):
             field = toks[i + 2].text if i + 2 < len(toks) else ""

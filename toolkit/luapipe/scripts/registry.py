@@ -267,9 +267,17 @@ class ScriptRegistry:
         found = self._fns.get(name) if name.__class__ is str else None
         if found is None:
             return None
-        fn, lib = found
-        fn.check_call(keys, args)
+        fn, lib = self._checked(name, keys, args)
         return FunctionCall(fn, lib, tuple(keys), tuple(args))
+
+    def _checked(
+        self, name: str, keys: Sequence[Value], args: Sequence[Value]
+    ) -> tuple[LuaFunction, FunctionLibrary]:
+        """The function ``name`` and its library, the call checked; a script the built
+        library holds is checked as that script (its words, as without ``functions=``)."""
+        fn, lib = self._fns[name]
+        (self._scripts[name] if lib is self._built else fn).check_call(keys, args)
+        return fn, lib
 
     def __contains__(self, name: object) -> bool:
         return name in self._scripts
@@ -409,8 +417,7 @@ class ScriptRegistry:
     def _fcall(
         self, client: Any, name: str, keys: Sequence[Value], args: Sequence[Value], kind: int
     ) -> Any:
-        fn, lib = self._fns[name]
-        fn.check_call(keys, args)
+        fn, lib = self._checked(name, keys, args)
         if kind == _SYNC_CLUSTER or might_exceed(args) or might_exceed(keys):
             call = FunctionCall(fn, lib, tuple(keys), tuple(args))  # a big value: sizes checked
             cluster = kind == _SYNC_CLUSTER

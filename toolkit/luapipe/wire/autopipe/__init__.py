@@ -14,9 +14,17 @@ its own reply or error. The asyncio flavour (:mod:`~luapipe.wire.autopipe.aio`, 
 :mod:`~luapipe.wire.autopipe.aiolink`) waits on futures; the thread flavour
 (:mod:`~luapipe.wire.autopipe.threads` and :mod:`~luapipe.wire.autopipe.threadlink`, for a
 sync ``redis.Redis``/``RedisCluster``) on locks, with the caller whose call finds its node
-idle doing that node's I/O. Only the waiting differs. Which commands share a connection is
-:mod:`~luapipe.wire.autopipe.commands`; how calls become bytes,
-:mod:`~luapipe.wire.autopipe.packing`.
+idle doing that node's I/O. Only the waiting differs (:mod:`~luapipe.wire.autopipe.aiowait`,
+:mod:`~luapipe.wire.autopipe.threadwait`).
+
+Written once for both flavours, free of I/O: the scheduler and what it keeps
+(:mod:`~luapipe.wire.autopipe.calls`); where calls go (:mod:`~luapipe.wire.autopipe.routers`,
+with the key specs of :mod:`~luapipe.wire.autopipe.keyspecs`); which commands share a
+connection and how replies become what redis-py's methods return
+(:mod:`~luapipe.wire.autopipe.commands`); how calls become bytes
+(:mod:`~luapipe.wire.autopipe.packing`) and bytes replies
+(:mod:`~luapipe.wire.autopipe.reading`); what a caller gets when the auto-pipeline, not the
+server, ends its call (:mod:`~luapipe.wire.autopipe.outcomes`).
 
 Every guarantee of ``reg.call`` holds per caller:
 

@@ -12,7 +12,9 @@ resolves its future. What only this flavour does:
 - **waiting**: each call's future; a request the scheduler hands back (``Refresh``,
   ``Sleep``, ``SlotsOf``) is answered in the caller's own task, so a slot map re-read or a
   backoff never stalls the other callers; a cancelled caller's call leaves the queue if it
-  was never written, or its reply is read and dropped;
+  was never written, or its reply is read and dropped
+  (:mod:`~luapipe.wire.autopipe.aiowait`, :class:`AsyncAutoPipeline`'s base
+  :class:`~luapipe.wire.autopipe.aiowait.AsyncWaiting`);
 - **the bound**: at most ``max_in_flight`` calls; the next ones wait their turn in order.
 """
 
@@ -29,129 +31,44 @@ import redis.exceptions as rex
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncCoreCommands
 
-from luapipe.errors import (
-    CallArgumentError,
-    ConnectionFailed,
-    LuapipeError,
-    ServerError,
-    translate,
-)
+from luapipe.errors import CallArgumentError, ConnectionFailed, translate
 from luapipe.wire.aio import node_for
-from luapipe.wire.autopipe.aiolink import AioLink, copy_error
+from luapipe.wire.autopipe.aiolink import AioLink
+from luapipe.wire.autopipe.aiowait import AsyncWaiting, _AioCall, _cancelled, _Slow
+from luapipe.wire.autopipe.calls import NodeQueue, Recover
 from luapipe.wire.autopipe.commands import (
     command_recover,
     finisher,
     looked_up,
     one_command,
-    route_by_head,
-    route_of,
+    route_for,
     sized_command,
 )
-from luapipe.wire.autopipe.keyspecs import LOOKUP, NOT_MOVABLE, Found, KeyFinder, slot_of_keys
+from luapipe.wire.autopipe.keyspecs import LOOKUP
+from luapipe.wire.autopipe.outcomes import closed as _closed
 from luapipe.wire.autopipe.packing import Packer
-from luapipe.wire.autopipe.schedule import (
-    Call,
-    NodeQueue,
-    Recover,
-    Router,
-    Scheduler,
-)
+from luapipe.wire.autopipe.routers import KeyRouter, PlainRouter, Router, address
+from luapipe.wire.autopipe.schedule import Scheduler
 from luapipe.wire.drivers import drive_async
 from luapipe.wire.limits import BulkLimits, might_exceed
-from luapipe.wire.policy import CLUSTER_HINT, DEFAULT, RetryPolicy
-from luapipe.wire.replies import Command, Redirect
-from luapipe.wire.routing import (
-    Refresh,
-    Release,
-    Sleep,
-    SlotsOf,
-    Steps,
-    command_slot_error,
-    node_order,
-)
+from luapipe.wire.policy import DEFAULT, RetryPolicy
+from luapipe.wire.replies import Command
+from luapipe.wire.routing import Steps, command_slot_error
 from luapipe.wire.values import check_values
 
 __all__ = ["AsyncAutoPipeline"]
 
-_NET = (rex.ConnectionError, rex.TimeoutError, OSError)
 _running_loop = asyncio.get_running_loop
 
 
-class _Slow:
-    """A request handed back to the caller's task."""
-
-    __slots__ = ("request",)
-
-    def __init__(self, request: Any) -> None:
-        self.request = request
-
-
-class _AioCall(Call):
-    __slots__ = ("fut",)
-
-    def __init__(self, fut: asyncio.Future[Any]) -> None:  # Call's fields, set inline
-        self.seq = 0
-        self.steps = None
-        self.args = None
-        self.finish = None
-        self.recover = None
-        self.cancelled = False
-        self.written = 0
-        self.answers = None
-        self.missing = 0
-        self.fut = fut
-
-    def resolve(self, value: Any) -> None:
-        if not self.fut.done():
-            self.fut.set_result(value)
-
-    def fail(self, exc: BaseException) -> None:
-        if not self.fut.done():
-            self.fut.set_exception(exc)
-
-    def slow(self, request: Any) -> None:
-        if not self.fut.done():
-            self.fut.set_result(_Slow(request))
-
-
-class _PlainRouter(Router):
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def locate(self, slot: int | None, read_only: bool) -> str:
-        return self.name
-
-    def nodes(self) -> list[str]:
-        return [self.name]
-
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        return [None] * len(commands)
-
-
-class _ClusterRouter(Router):
-    def __init__(self, client: RedisCluster) -> None:
-        self.client = client
-        self.finder = KeyFinder()
-
+class _ClusterRouter(KeyRouter):
     def locate(self, slot: int | None, read_only: bool) -> str:
         return str(node_for(self.client, slot, read_only=read_only).name)
 
-    def nodes(self) -> list[str]:
-        found = [(n.name, n.server_type == "primary") for n in self.client.get_nodes()]
-        return node_order(found)
-
-    def slot(self, args: Sequence[Any]) -> int | Found | None:
-        """The slot of a command's keys found without I/O (the key specs, or redis-py's
-        own rule), or LOOKUP: only the server can say."""
-        client = self.client
-        found = self.finder.keys(client.commands_parser.commands, args)
-        if found is LOOKUP:
-            return LOOKUP
-        if found is not NOT_MOVABLE:
-            return slot_of_keys(args, found, client.keyslot)  # type: ignore[arg-type]
+    def own_slot(self, args: Sequence[Any]) -> int | None:
         # redis-py's rule for a command it knows and need not ask about: no I/O, so its
         # coroutine ends at the first step
-        running = client._determine_slot(*args)
+        running = self.client._determine_slot(*args)
         try:
             running.send(None)
         except StopIteration as done:
@@ -163,38 +80,10 @@ class _ClusterRouter(Router):
         running.close()
         raise RuntimeError(f"redis-py waited for I/O to find the keys of {args[0]}")
 
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        out: list[int | None] = []
-        for args in commands:
-            slot = self.slot(args)
-            if slot is LOOKUP:
-                return None
-            out.append(slot)  # type: ignore[arg-type]
-        return out
 
-
-def _address(kwargs: dict[str, Any]) -> str:
-    if "path" in kwargs:
-        return str(kwargs["path"])
-    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
-
-
-def _closed() -> ConnectionFailed:
-    return ConnectionFailed("the auto-pipeline was closed; nothing was sent")
-
-
-def _cancelled(call: Call, exc: BaseException) -> None:
-    """The caller gave up: the call leaves the queue if it was never written (it did not
-    run); if it was, its reply is read and dropped. Nothing else is touched."""
-    call.cancelled = True
-    if call.written:
-        exc.add_note(
-            "luapipe: cancelled after the request was sent; the outcome is unknown "
-            "and it was not re-sent"
-        )
-
-
-class AsyncAutoPipeline(AsyncCoreCommands):
+# redis-py's own async command mixins disagree on command_info's signature; mypy only
+# notices once a class has a second base (as in scripts/pipeline.py).
+class AsyncAutoPipeline(AsyncWaiting, AsyncCoreCommands):  # type: ignore[misc]
     """Concurrent calls from many tasks share round trips: see :mod:`luapipe.wire.autopipe`.
 
     Every redis-py command method (``await ap.get(k)``, ``ap.incr``...) goes through
@@ -237,9 +126,9 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         self.writes = 0
         self.commands = 0
         if self.on_cluster:
-            router: Router = _ClusterRouter(client)  # type: ignore[arg-type]
+            router: Router = _ClusterRouter(client)
         else:
-            router = _PlainRouter(_address(client.connection_pool.connection_kwargs))  # type: ignore[union-attr]
+            router = PlainRouter(address(client.connection_pool.connection_kwargs))  # type: ignore[union-attr]
         self._sched = Scheduler(router, self._kick, self._pack_many, max_batch)
         self._sched.callbacks = client.response_callbacks
 
@@ -267,18 +156,17 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         try:
             if self._closed:  # closed while this call waited for a place
                 raise _closed()
-            sched = self._sched
-            sched.join(call)
-            call.args = args
-            call.finish = finish
-            call.recover = recover
             packed = self._packer.one(args)
-            try:
-                node = sched.router.locate(slot, read_only)
-            except LuapipeError as exc:
-                sched.recover(call, None, exc)
-            else:
-                sched.send_one(call, node, packed, hold)
+            self._sched.submit(
+                call,
+                args,
+                packed,
+                slot=slot,
+                read_only=read_only,
+                finish=finish,
+                recover=recover,
+                hold=hold,
+            )
             try:
                 out = await call.fut
             except asyncio.CancelledError as exc:
@@ -346,13 +234,7 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         check_values(f"command {args[0]}", "args", args[1:])  # not at pack time, unnamed
         if self._packer is None or self._loop is not _running_loop():
             await self._start()
-        head = args[0]
-        route = self._routes.get(head) if not options else None
-        if route is None:
-            flag = self.client.command_flags.get(head) if self.on_cluster else None  # type: ignore[union-attr]
-            route = route_of(args, options, flag)
-            if not options and route_by_head(head):
-                self._routes[head] = route
+        route = route_for(self._routes, self.client if self.on_cluster else None, args, options)
         slot: Any = self._sched.router.slot(args) if self.on_cluster else None  # type: ignore[attr-defined]
         if slot is LOOKUP:
             if route == "dedicated":  # a connection of its own: no place to keep
@@ -369,74 +251,6 @@ class AsyncAutoPipeline(AsyncCoreCommands):
         finish = finisher(self._sched.callbacks, args, options)
         recover = command_recover(args, slot, self.policy, finish, options)
         return await self.call(args, slot=slot, finish=finish, recover=recover)
-
-    # -- waiting -------------------------------------------------------------------------
-    async def _wait(self, call: _AioCall, out: Any = None) -> Any:
-        """The call's outcome; requests handed back meanwhile are answered here."""
-        try:
-            while True:
-                if out is None:
-                    out = await call.fut
-                if out.__class__ is not _Slow:
-                    return out
-                call.fut = self._loop.create_future()
-                try:
-                    answer = await self._answer(out.request)
-                except LuapipeError as exc:
-                    self._sched.advance(call, exc, True)
-                except BaseException:
-                    self._sched.ungate(call)
-                    raise
-                else:
-                    self._sched.advance(call, answer, False)
-                out = None
-        except asyncio.CancelledError as exc:
-            _cancelled(call, exc)
-            self._sched.ungate(call)
-            raise
-
-    async def _answer(self, request: Any) -> Any:
-        kind = request.__class__
-        if kind is Refresh:
-            return await self._refresh(request)
-        if kind is Sleep:
-            return await asyncio.sleep(request.seconds)
-        if kind is SlotsOf:
-            return [await self._slot(tuple(a)) for a in request.commands]
-        if kind is Release:
-            raise CallArgumentError(
-                "these steps hold connections between round trips, which an auto-pipeline "
-                "shares: run them on the client itself"
-            )
-        raise TypeError(f"not a request: {request!r}")
-
-    async def _refresh(self, request: Refresh) -> None:
-        cause = request.cause
-        if not self.on_cluster:  # no slot map to re-read: the cause stands
-            if isinstance(cause, Redirect):
-                raise ServerError(f"{cause}: this server is a cluster node; {CLUSTER_HINT}")
-            raise copy_error(cause)
-        if isinstance(cause, Redirect) and cause.ask is not None:
-            return
-        await asyncio.sleep(request.delay)
-        task = self._refreshing
-        if task is None or task.done():
-            task = self._refreshing = self._loop.create_task(self._reinitialize())
-        await asyncio.shield(task)
-
-    async def _reinitialize(self) -> None:
-        with contextlib.suppress(rex.RedisError, OSError):
-            await self.client.nodes_manager.initialize()  # type: ignore[union-attr]
-
-    async def _slot(self, args: tuple[Any, ...]) -> int | None:
-        """The slot of a command's keys, asking the server if it must (``COMMAND GETKEYS``:
-        nothing of the call is sent, so a failure is a ConnectionFailed)."""
-        try:
-            return int(await self.client._determine_slot(*args))  # type: ignore[union-attr]
-        except rex.RedisClusterException as exc:
-            return command_slot_error(args, exc)
-        except (rex.RedisError, OSError) as exc:
-            raise translate(exc, sent=False) from exc
 
     async def _admit(self) -> None:
         """Wait for a place (FIFO: calls keep their order while they wait)."""

@@ -23,7 +23,9 @@ import redis.exceptions as rex
 
 from luapipe.errors import ConnectionFailed, LuapipeError, translate
 from luapipe.wire.aio import _socket_stale
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
+from luapipe.wire.autopipe.calls import Entry, NodeQueue
+from luapipe.wire.autopipe.outcomes import lost_after_write
+from luapipe.wire.autopipe.reading import REPLY_ERRORS, error_reply, not_enough_data, push_type
 from luapipe.wire.replies import ReplyError, full_error_text
 
 __all__ = ["AioLink", "copy_error"]
@@ -255,8 +257,8 @@ class AioLink:
         feed = hreader.feed
         read = stream.read
         loop = self.ap._loop
-        push = _push_type()
-        more = _not_enough_data()
+        push = push_type()
+        more = not_enough_data()
         while True:
             data = await read(65536)
             if not data:
@@ -270,9 +272,7 @@ class AioLink:
                 if push is not None and reply.__class__ is push:
                     continue
                 if isinstance(reply, Exception):
-                    if isinstance(reply, rex.InvalidResponse):
-                        raise reply
-                    reply = ReplyError(full_error_text(reply))
+                    reply = error_reply(reply)
                 self._reply(conn, reply)
 
     async def _read_generic(self, conn: Any) -> None:
@@ -284,9 +284,7 @@ class AioLink:
         while True:
             try:
                 reply = await read(**kwargs)
-            except rex.ResponseError as exc:
-                reply = ReplyError(full_error_text(exc))
-            except rex.BusyLoadingError as exc:  # a reply (LOADING), not a lost connection
+            except REPLY_ERRORS as exc:  # an error reply (LOADING too), not a lost connection
                 reply = ReplyError(full_error_text(exc))
             self.progress = loop.time()
             self._reply(conn, reply)
@@ -395,24 +393,3 @@ async def _connect_once(conn: Any) -> None:
 async def _disconnect(conn: Any) -> None:
     with contextlib.suppress(Exception):
         await conn.disconnect(nowait=True)
-
-
-def _not_enough_data() -> Any:
-    """What redis-py's hiredis reader returns while a reply is incomplete."""
-    from redis._parsers import hiredis as parsers
-
-    return getattr(parsers, "NOT_ENOUGH_DATA", False)
-
-
-_PUSH: list[Any] = []
-
-
-def _push_type() -> Any:
-    if not _PUSH:
-        try:
-            import hiredis
-
-            _PUSH.append(getattr(hiredis, "PushNotification", None))
-        except ImportError:  # pragma: no cover - hiredis is what this path reads with
-            _PUSH.append(None)
-    return _PUSH[0]

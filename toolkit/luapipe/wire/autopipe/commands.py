@@ -8,15 +8,19 @@ nothing is sent. A command that blocks the connection (``BLPOP``, ``XREAD ... BL
 connection of its own from the client's pool instead, as the client would run it (at most
 once). On a cluster, a command redis-py sends to several nodes (``KEYS``, ``FLUSHALL``...)
 is refused too: call it on the cluster client.
+
+A command the server may refuse because a script or function is not loaded (``EVALSHA``,
+``FCALL``) holds its write (:func:`miss_group`: see the scheduler's "hold").
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from luapipe.errors import CallArgumentError, LuapipeError
+from luapipe.wire.limits import LIMIT_QUESTION as _LIMIT
 from luapipe.wire.limits import BulkLimits, Sized, might_exceed, sizes_steps
 from luapipe.wire.policy import RetryPolicy, did_not_run
 from luapipe.wire.replies import Command, Redirect, ReplyError, raise_for
@@ -30,8 +34,11 @@ __all__ = [
     "command_recover",
     "finisher",
     "looked_up",
+    "miss_group",
     "one_command",
+    "parsed",
     "route_by_head",
+    "route_for",
     "route_of",
     "sized_command",
 ]
@@ -112,8 +119,53 @@ def route_by_head(head: Any) -> bool:
     return _upper(head) not in _ROUTED_BY_ARGS
 
 
+def route_for(
+    routes: dict[Any, str], cluster: Any, args: tuple[Any, ...], options: Mapping[str, Any]
+) -> str:
+    """:func:`route_of`, remembered in ``routes`` by the command's first word where that
+    word alone decides (:func:`route_by_head`) and the call has no options. ``cluster``:
+    the cluster client, whose ``command_flags`` name the commands it sends to several
+    nodes (None for one server)."""
+    head = args[0]
+    route = routes.get(head) if not options else None
+    if route is None:
+        flag = cluster.command_flags.get(head) if cluster is not None else None
+        route = route_of(args, options, flag)
+        if not options and route_by_head(head):
+            routes[head] = route
+    return route
+
+
 def _upper(arg: str | bytes) -> str:
     return (arg.decode(errors="replace") if isinstance(arg, bytes) else arg).upper()
+
+
+_MISS_SCRIPT = frozenset({"EVALSHA", "EVALSHA_RO", b"EVALSHA", b"EVALSHA_RO"})
+_MISS_FUNCTION = frozenset({"FCALL", "FCALL_RO", b"FCALL", b"FCALL_RO"})
+
+
+def _word(arg: Any) -> Any:
+    return arg.upper() if isinstance(arg, str | bytes) else arg
+
+
+def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
+    """What a batch may be refused for as "not loaded": ``"scripts"`` (EVALSHA: a flush
+    clears every script at once), ``("function", name)`` (FCALL), or None. Also
+    ``"limit"`` for the question asked before a value of 1 MB or more (``CONFIG GET
+    proto-max-bulk-len``): its answer decides what the call sends next, so it holds the
+    write the same way."""
+    group: Any = None
+    for cmd in batch:
+        args = cmd.args if isinstance(cmd, Command) else cmd
+        head = _word(args[0]) if args else None
+        if head in _MISS_SCRIPT:
+            group = "scripts"
+        elif head in _MISS_FUNCTION and len(args) > 1:
+            name = args[1]
+            group = ("function", name.decode() if isinstance(name, bytes) else str(name))
+        elif cmd is _LIMIT:
+            group = "limit"
+    return group
 
 
 def finisher(
@@ -129,6 +181,30 @@ def finisher(
         if kept:
             return functools.partial(callback, **kept)
     return callback
+
+
+def parsed(
+    callbacks: Mapping[Any, Callable[..., Any]],
+    commands: Sequence[Command | Sequence[Any]],
+    replies: list[Any],
+    parse: bool,
+) -> list[Any]:
+    """Each reply of a Send through its command's response callback where the Send asked
+    for it (``parse``) or the command did: what redis-py's method returns (as
+    :func:`finisher` for one command); error replies as they came."""
+    out = []
+    for cmd, reply in zip(commands, replies, strict=True):
+        if reply.__class__ is ReplyError or not (parse or getattr(cmd, "parse", False)):
+            out.append(reply)
+            continue
+        args, options = (cmd.args, cmd.options) if isinstance(cmd, Command) else (cmd, {})
+        callback = callbacks.get(args[0])
+        if callback is None:
+            out.append(reply)
+            continue
+        kept = {k: v for k, v in options.items() if k not in ("keys", _EMPTY_RESPONSE)}
+        out.append(callback(reply, **kept))
+    return out
 
 
 def _final(reply: Any, finish: Callable[[Any], Any] | None, options: Mapping[str, Any]) -> Any:

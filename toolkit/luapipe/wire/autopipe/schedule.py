@@ -35,17 +35,25 @@ The rules every write follows, whatever the flavour:
 - **One caller's trouble stays its own.** A cancelled call is dropped from the queue if it
   was not written, and its replies are read and discarded if it was; its error, a bad
   reply or a bug in its steps fail that call alone.
+
+What the scheduler keeps (calls, their entries, the node queues) is
+:mod:`~luapipe.wire.autopipe.calls`; where things are, the flavour's
+:class:`~luapipe.wire.autopipe.routers.Router`; which commands hold a write,
+:func:`~luapipe.wire.autopipe.commands.miss_group`; what the callers of a lost write get,
+:mod:`~luapipe.wire.autopipe.outcomes`. Those names import from here too.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
-from luapipe.errors import LuapipeError, OutcomeUnknown, translate
-from luapipe.wire.limits import LIMIT_QUESTION as _LIMIT
-from luapipe.wire.replies import Command, ReplyError, as_command, with_asking
+from luapipe.errors import LuapipeError
+from luapipe.wire.autopipe.calls import Call, Entry, NodeQueue, Recover, wire_words
+from luapipe.wire.autopipe.commands import miss_group, parsed
+from luapipe.wire.autopipe.outcomes import lost_after_write
+from luapipe.wire.autopipe.routers import Router
+from luapipe.wire.replies import Command, ReplyError
 from luapipe.wire.routing import Locate, LocateMany, Nodes, Send, SendEach, SlotsOf, Steps
 
 __all__ = [
@@ -58,191 +66,6 @@ __all__ = [
     "lost_after_write",
     "miss_group",
 ]
-
-#: ``recover(node, outcome, args)``: the steps that carry on after a fast-path call's first
-#: reply was not a value (an error reply, a redirect) or its write failed (``outcome`` is
-#: then the :class:`~luapipe.errors.LuapipeError`); ``node`` is where it went (None: not
-#: located), ``args`` the command's words (so one ``recover`` serves every call of a kind).
-Recover: TypeAlias = Callable[[str | None, Any, tuple[Any, ...]], Steps[Any]]
-
-_MISS_SCRIPT = frozenset({"EVALSHA", "EVALSHA_RO", b"EVALSHA", b"EVALSHA_RO"})
-_MISS_FUNCTION = frozenset({"FCALL", "FCALL_RO", b"FCALL", b"FCALL_RO"})
-
-
-def _word(arg: Any) -> Any:
-    return arg.upper() if isinstance(arg, str | bytes) else arg
-
-
-def lost_after_write(node: str, exc: BaseException | None) -> LuapipeError:
-    """What each caller of a write that may have reached ``node`` gets when its connection
-    fails (``exc``): :class:`OutcomeUnknown`, saying so once (the translated error already
-    does for a timeout or a lost connection: it is not wrapped in a second sentence)."""
-    err = translate(exc, where=node, sent=True) if exc is not None else None
-    if isinstance(err, OutcomeUnknown):
-        return err
-    cause = f" ({err})" if err is not None else ""
-    return OutcomeUnknown(
-        f"connection to {node} failed after the request was sent{cause}; "
-        "outcome unknown, it was not re-sent"
-    )
-
-
-def miss_group(batch: Sequence[Command | Sequence[Any]]) -> Any:
-    """What a batch may be refused for as "not loaded": ``"scripts"`` (EVALSHA: a flush
-    clears every script at once), ``("function", name)`` (FCALL), or None. Also
-    ``"limit"`` for the question asked before a value of 1 MB or more (``CONFIG GET
-    proto-max-bulk-len``): its answer decides what the call sends next, so it holds the
-    write the same way."""
-    group: Any = None
-    for cmd in batch:
-        args = cmd.args if isinstance(cmd, Command) else cmd
-        head = _word(args[0]) if args else None
-        if head in _MISS_SCRIPT:
-            group = "scripts"
-        elif head in _MISS_FUNCTION and len(args) > 1:
-            name = args[1]
-            group = ("function", name.decode() if isinstance(name, bytes) else str(name))
-        elif cmd is _LIMIT:
-            group = "limit"
-    return group
-
-
-class Call:
-    """One caller's call. The flavours subclass it with the way its caller waits:
-    :meth:`resolve`, :meth:`fail` and :meth:`slow` are called by the scheduler."""
-
-    __slots__ = (
-        "answers",
-        "args",
-        "cancelled",
-        "finish",
-        "missing",
-        "recover",
-        "seq",
-        "steps",
-        "written",
-    )
-
-    def __init__(self) -> None:
-        self.seq = 0
-        self.steps: Steps[Any] | None = None
-        #: the fast path: the one command, what turns its value into the result
-        self.args: tuple[Any, ...] | None = None
-        self.finish: Callable[[Any], Any] | None = None
-        self.recover: Recover | None = None
-        self.cancelled = False
-        #: round trips of this call written so far (``RunResult.round_trips``)
-        self.written = 0
-        #: a SendEach in progress: its answers, and how many parts are still out
-        self.answers: list[Any] | None = None
-        self.missing = 0
-
-    # -- what the flavour does with an outcome ------------------------------------------
-    def resolve(self, value: Any) -> None:
-        raise NotImplementedError
-
-    def fail(self, exc: BaseException) -> None:
-        raise NotImplementedError
-
-    def slow(self, request: Any) -> None:
-        """A request the scheduler does not answer (Refresh, Sleep, SlotsOf): the caller's
-        waiting code answers it and calls :meth:`Scheduler.advance`."""
-        raise NotImplementedError
-
-
-class Entry:
-    """One call's commands for one round trip on one node (kept together in the write):
-    the bytes to write, how many replies come back and which of them are the call's."""
-
-    __slots__ = (
-        "asking",
-        "call",
-        "commands",
-        "group",
-        "keep",
-        "node",
-        "nwire",
-        "packed",
-        "parse",
-        "part",
-        "seq",
-    )
-
-    def __init__(
-        self,
-        call: Call,
-        node: str,
-        commands: Sequence[Command | Sequence[Any]],
-        packed: bytes,
-        nwire: int = 1,
-        keep: list[int] | None = None,
-        parse: bool = False,
-        group: Any = None,
-        part: int = -1,
-    ) -> None:
-        self.call = call
-        self.seq = call.seq
-        self.node = node
-        self.commands = commands
-        self.packed = packed
-        self.nwire = nwire
-        #: where the call's replies are among the written commands' (None: all, in order)
-        self.keep = keep
-        self.asking = keep is not None
-        self.parse = parse
-        self.group = group
-        #: its index in a SendEach, or -1 for a Send (or the fast path)
-        self.part = part
-
-
-def wire_words(
-    batch: Sequence[Command | Sequence[Any]], asking: bool
-) -> tuple[list[Sequence[Any]], list[int] | None]:
-    """The words of ``batch`` as written (after ASKING where a node's ASK named it), and
-    where its replies are among the written commands' (None: one each, in order)."""
-    if not asking:
-        return [c.args if isinstance(c, Command) else c for c in batch], None
-    full, keep = with_asking([as_command(c) for c in batch])
-    return [c.args for c in full], keep
-
-
-class NodeQueue:
-    """What waits to be written to one node, in the callers' order (sequence numbers)."""
-
-    __slots__ = ("entries", "node")
-
-    def __init__(self, node: str) -> None:
-        self.node = node
-        self.entries: list[Entry] = []
-
-    def add(self, entry: Entry) -> None:
-        entries = self.entries
-        if not entries or entries[-1].seq <= entry.seq:
-            entries.append(entry)
-        else:  # a call's later round trip, or a write sent back: ahead of later calls
-            bisect.insort_right(entries, entry, key=_seq)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-
-def _seq(entry: Entry) -> int:
-    return entry.seq
-
-
-class Router:
-    """Where things are: answered without I/O by each flavour (the slot map in memory)."""
-
-    def locate(self, slot: int | None, read_only: bool) -> str:
-        raise NotImplementedError
-
-    def nodes(self) -> list[str]:
-        raise NotImplementedError
-
-    def slots(self, commands: Sequence[Sequence[Any]]) -> list[int | None] | None:
-        """The slot of each command's keys, or None where only the server can say (the
-        caller's waiting code then asks it, while the call holds its place: the gate)."""
-        return None
 
 
 class Scheduler:
@@ -298,6 +121,31 @@ class Scheduler:
         """Give ``call`` its place in the order (when its coroutine or thread starts it)."""
         self._seq += 1
         call.seq = self._seq
+
+    def submit(
+        self,
+        call: Call,
+        args: tuple[Any, ...],
+        packed: bytes,
+        *,
+        slot: int | None,
+        read_only: bool,
+        finish: Callable[[Any], Any] | None,
+        recover: Recover | None,
+        hold: Any,
+    ) -> None:
+        """Join a fast-path ``call`` (one command: ``args``, ``packed``) and queue it on
+        ``slot``'s node; a slot no node covers goes to its ``recover`` steps."""
+        self.join(call)
+        call.args = args
+        call.finish = finish
+        call.recover = recover
+        try:
+            node = self.router.locate(slot, read_only)
+        except LuapipeError as exc:
+            self.recover(call, None, exc)
+        else:
+            self.send_one(call, node, packed, hold)
 
     def send_one(self, call: Call, node: str, packed: bytes, hold: Any = None) -> None:
         """Queue a fast-path call's one command (``call.args``, packed) on ``node``.
@@ -476,26 +324,11 @@ class Scheduler:
             return
         if entry.parse or any(isinstance(c, Command) and c.parse for c in entry.commands):
             try:
-                replies = self._parsed(entry, replies)
+                replies = parsed(self.callbacks, entry.commands, replies, entry.parse)
             except Exception as exc:  # a callback that cannot read the reply: this call's
                 call.fail(exc)
                 return
         self._deliver(entry, replies)
-
-    def _parsed(self, entry: Entry, replies: list[Any]) -> list[Any]:
-        out = []
-        for cmd, reply in zip(entry.commands, replies, strict=True):
-            if reply.__class__ is ReplyError or not (entry.parse or getattr(cmd, "parse", False)):
-                out.append(reply)
-                continue
-            args, options = (cmd.args, cmd.options) if isinstance(cmd, Command) else (cmd, {})
-            callback = self.callbacks.get(args[0])
-            if callback is None:
-                out.append(reply)
-                continue
-            kept = {k: v for k, v in options.items() if k not in ("keys", "EMPTY_RESPONSE")}
-            out.append(callback(reply, **kept))
-        return out
 
     def answered_one(self, entry: Entry, reply: Any) -> None:
         """The fast path: the one reply of a one-command entry."""

@@ -18,7 +18,9 @@ from typing import Any
 import redis.exceptions as rex
 
 from luapipe.errors import ConnectionFailed, LuapipeError, translate
-from luapipe.wire.autopipe.schedule import Entry, NodeQueue, lost_after_write
+from luapipe.wire.autopipe.calls import Entry, NodeQueue
+from luapipe.wire.autopipe.outcomes import lost_after_write
+from luapipe.wire.autopipe.reading import REPLY_ERRORS, error_reply, not_enough_data, push_type
 from luapipe.wire.replies import ReplyError, full_error_text
 from luapipe.wire.sync import _stale
 
@@ -140,12 +142,10 @@ def reader(conn: Any) -> Callable[[], Any]:
     hreader = getattr(parser, "_reader", None)
     real = isinstance(getattr(conn, "_sock", None), socket.socket)  # not an in-process fake
     if real and hreader is not None and hasattr(hreader, "gets"):
-        from redis._parsers import hiredis as parsers
-
-        more = getattr(parsers, "NOT_ENOUGH_DATA", False)
+        more = not_enough_data()
         gets = hreader.gets
         fill = parser.read_from_socket
-        push = getattr(__import__("hiredis"), "PushNotification", None)
+        push = push_type()
 
         def read_hiredis() -> Any:
             while True:
@@ -156,9 +156,7 @@ def reader(conn: Any) -> Callable[[], Any]:
                 if push is not None and reply.__class__ is push:
                     continue
                 if isinstance(reply, Exception):
-                    if isinstance(reply, rex.InvalidResponse):
-                        raise reply
-                    return ReplyError(full_error_text(reply))
+                    return error_reply(reply)
                 return reply
 
         return read_hiredis
@@ -166,7 +164,7 @@ def reader(conn: Any) -> Callable[[], Any]:
     def read_generic() -> Any:
         try:
             return conn.read_response(disconnect_on_error=False)
-        except (rex.ResponseError, rex.BusyLoadingError) as exc:
+        except REPLY_ERRORS as exc:
             return ReplyError(full_error_text(exc))
 
     return read_generic
