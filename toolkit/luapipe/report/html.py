@@ -8,11 +8,13 @@ charts scale, and long words wrap.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
+from markupsafe import Markup, escape
 
 from luapipe.report.files import write_whole
 from luapipe.report.jsonio import mask_tree
@@ -33,7 +35,18 @@ def _env() -> Environment:
     env.filters["span"] = _span
     env.filters["share"] = share_text
     env.filters["pm"] = _pm
+    env.filters["options"] = _options
     return env
+
+
+_OPTION = re.compile(r"--[a-z][a-z-]*(?: [0-9][0-9.,]*)?")
+
+
+def _options(text: Any) -> Markup:
+    """Text (escaped) whose command-line options never break across lines: a line ending
+    in "--" above "duration" reads as two words."""
+    escaped = str(escape(str(text)))
+    return Markup(_OPTION.sub(lambda m: f'<span class="nw">{m.group(0)}</span>', escaped))
 
 
 def _pm(text: Any) -> str:
