@@ -123,6 +123,16 @@ CASES: dict[str, tuple[str, list[tuple[int, str]], str]] = {
         [(18, "let.None")],
         "'None' is a reserved word",
     ),
+    "arg name is a Python keyword": (  # the generated module did not compile
+        sub("max = 5 }", 'max = 5 }\nas = "int"'),
+        [(8, "args.as")],
+        "'as' is a Python keyword or a name the generated module uses",
+    ),
+    "arg name is the forms' client parameter": (
+        sub("max = 5 }", 'max = 5 }\nclient = "str"'),
+        [(8, "args.client")],
+        "'client' is a Python keyword or a name the generated module uses",
+    ),
     "keys not a list": (sub('keys = ["stock"]', 'keys = "stock"'), [(3, "keys")], "needs a list"),
     "unknown arg type": (
         sub('type = "int"', 'type = "integer"'),

@@ -3,6 +3,7 @@ the keys/args sections. Used by :mod:`luapipe.operations.spec`."""
 
 from __future__ import annotations
 
+import keyword
 import re
 from typing import Any
 
@@ -30,6 +31,11 @@ _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 #: a line of free text that the generated script's header parser would read as a tag
 _DIRECTIVE = re.compile(r"^\s*(@\w+)", re.MULTILINE)
 RESERVED = frozenset({"it", "e", "x", "and", "or", "not", "true", "false", "nil"})
+#: names the generated Python cannot take as a keyword parameter: its keywords (a spec's
+#: ``as`` made a module that does not compile) and the forms' own names (``client``)
+GENERATED = (
+    frozenset({k for k in keyword.kwlist if k.islower()} | {"client", "aclient", "_rt"}) - RESERVED
+)
 _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\"-]+)\s*\]\]?")
 _FIELD = re.compile(r"^\s*([A-Za-z0-9_\"-]+)\s*=")
 
@@ -79,7 +85,12 @@ class Builder:
         self.problems.append(_BREAKS.sub(lambda m: repr(m[0])[1:-1], text))
 
     def name(self, field: str, value: Any) -> str | None:
-        if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in RESERVED:
+        if (
+            not isinstance(value, str)
+            or not NAME_RE.fullmatch(value)
+            or value in RESERVED
+            or value in GENERATED
+        ):
             if isinstance(value, str) and (
                 value.lower() in RESERVED or value in ("None", "True", "False")
             ):
@@ -87,6 +98,13 @@ class Builder:
                     field,
                     f"{value!r} is a reserved word, not allowed as a name "
                     f"(reserved: {', '.join(sorted(RESERVED))}, None, True, False)",
+                )
+            elif isinstance(value, str) and value in GENERATED:
+                self.problem(
+                    field,
+                    f"{value!r} is a Python keyword or a name the generated module uses "
+                    "(client, aclient, _rt): the generated forms take each key and arg as a "
+                    "keyword parameter; pick another name",
                 )
             else:
                 self.problem(
