@@ -21,6 +21,8 @@ import pytest
 import redis
 from fakeredis.commands_mixins import _lua_functions
 
+from luapipe.errors import LuapipeError, OpError
+from luapipe.operations import run as runner
 from luapipe.operations.builtverify import verify_built
 from luapipe.operations.fakequirks import fresh_fake
 from luapipe.operations.spec import load_operation
@@ -66,22 +68,28 @@ def _server(client: redis.Redis) -> Any:
 def swap_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     """``swap_errors(server)``: a Function's failed redis.pcall on ``server`` gets the other
     error's text (WRONGTYPE <-> not an integer), as fakeredis's mix-up does, every time;
-    ``swap_errors(None)``: on every server, fresh ones included (a real difference)."""
+    ``swap_errors(None)``: on every server, fresh ones included (a real difference);
+    ``stray=True``: the failed write also sets a key of its own (a keyspace difference)."""
     real = _lua_functions.FunctionsEngine._redis_pcall
-    on: list[Any] = []
+    on: dict[str, Any] = {}
 
     def pcall(self: Any, *args: Any) -> Any:
         reply = real(self, *args)
         server = getattr(self._caller, "_server", None)
-        if on and (on[0] is None or on[0] is server) and not isinstance(reply, (int, bytes)):
+        if on and on["server"] in (None, server) and not isinstance(reply, (int, bytes)):
             err = reply[b"err"]
             if err is not None:
+                if on["stray"]:
+                    real(self, b"SET", args[1] + b":stray", b"1")
                 other = NOT_INT if str(err).startswith("WRONGTYPE") else WRONGTYPE
                 return self.runtime.table_from({b"err": other})
         return reply
 
+    def swap(server: Any, *, stray: bool = False) -> None:
+        on.update(server=server, stray=stray)
+
     monkeypatch.setattr(_lua_functions.FunctionsEngine, "_redis_pcall", pcall)
-    yield on.append
+    yield swap
 
 
 def test_the_reviewers_spec_verifies_on_fakeredis(named_each: Path, fake: redis.Redis) -> None:
@@ -116,6 +124,19 @@ def test_an_error_difference_a_fresh_server_shows_too_is_reported(
     assert report.rechecked == 0
 
 
+def test_an_error_difference_with_another_keyspace_is_not_excused(
+    named_each: Path, fake: redis.Redis, swap_errors: Callable[..., None]
+) -> None:
+    # the mix-up changes an error's text, never what is written: a form that also leaves
+    # another keyspace differs for real, even if only on this server
+    swap_errors(_server(fake), stray=True)
+    report = verify(load_operation(named_each), fake, cases=60, seed=1)
+    assert not report.ok and report.mismatch is not None
+    m = report.mismatch
+    assert m.keyspace_a != m.keyspace_b and report.rechecked == 0
+    assert any(k.endswith(":stray") for k, *_ in m.keyspace_b)
+
+
 def test_a_reply_difference_on_one_server_is_not_excused(
     fake: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +155,29 @@ def test_a_reply_difference_on_one_server_is_not_excused(
     report = verify(op, fake, cases=40, seed=1)
     assert not report.ok and report.mismatch is not None
     assert report.mismatch.form_b == "function" and report.rechecked == 0
+
+
+def test_an_error_difference_without_lua_is_not_excused(
+    named_each: Path, fake: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the mix-up is Lua's: two client-side forms failing differently, even if only on this
+    # server, differ for real
+    real = runner.run
+
+    def run(plan: Any, client: Any, form: str, *a: Any, **k: Any) -> Any:
+        try:
+            return real(plan, client, form, *a, **k)
+        except LuapipeError as exc:
+            if form == "pipelined" and client is fake and "WRONGTYPE" not in str(exc):
+                raise OpError("WRONGTYPE planted") from exc
+            raise
+
+    monkeypatch.setattr(runner, "run", run)
+    report = verify(load_operation(named_each), fake, cases=60, seed=1)
+    assert not report.ok and report.mismatch is not None
+    m = report.mismatch
+    assert (m.form_a, m.form_b, m.outcome_b) == ("naive", "pipelined", ("error", "WRONGTYPE"))
+    assert report.rechecked == 0
 
 
 def test_functions_verify_rechecks_a_mixup_too(

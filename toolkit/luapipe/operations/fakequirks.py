@@ -5,16 +5,17 @@
 userdata; Redis gives a Lua string), and lupa's cache of wrapped objects can answer with the
 wrapper of another live object: its ``PYREFST`` table is weak (its entries vanish when Lua
 collects a wrapper, before that wrapper's finalizer frees its ``luaL_ref`` slot), and a
-cache hit is not checked to wrap the object asked for. After a few hundred failed writes in
+cache hit is not checked to wrap the object asked for (with Lua's collector stopped, or a
+full collection before each call, it never happens). After a few hundred failed writes in
 one fake server's Function runtime, a script or a function that returns a failed write's
 error can read, and return, the text of an earlier one: ``WRONGTYPE`` for an ``ERR value is
 not an integer`` or the reverse, while the client-side forms (no Lua) say what the server
 said. It depends on the runtime's history, not on the case; the keyspace is unaffected.
 
-So on a fake server, and only for a disagreement of that shape (every form failed, a Lua
-form with another error than the other form, the same keyspace after both), the case is run
-again on a fresh fake server (a new Lua runtime, so no history), and counts as agreeing only
-when every form agrees there. A difference the operation really has is there on the fresh
+So on a fake server, and only for a disagreement of that shape (two forms failed with
+different errors, one of them a Lua form, and left the same keyspace), the case is run again
+on a fresh fake server (a new Lua runtime, so no history), and counts as agreeing only when
+every form agrees there. A difference the operation really has is there on the fresh
 server too, and is reported; every other shape is reported as it is. On a real server none
 of this applies.
 """
