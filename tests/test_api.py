@@ -178,3 +178,29 @@ def test_every_exception_a_user_can_catch_lives_in_errors_py() -> None:
                 assert issubclass(value, luapipe.LuapipeError), name
                 assert name in luapipe.errors.__all__, name
                 assert name in (luapipe.errors.__doc__ or ""), f"{name} not in the error tree"
+
+
+def test_the_lazy_table_matches_what_a_type_checker_sees() -> None:
+    """Each public name is imported on first use from the module luapipe._WHERE names (so
+    that the command's entry point imports nothing before taking Ctrl-C): that module is
+    the one the ``if TYPE_CHECKING:`` imports name, and a plain ``import luapipe`` imports
+    no module of the library."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tree = ast.parse(Path(luapipe.__file__).read_text())
+    (guarded,) = [n for n in tree.body if isinstance(n, ast.If)]
+    seen = {
+        a.name: n.module for n in guarded.body if isinstance(n, ast.ImportFrom) for a in n.names
+    }
+    assert seen == luapipe._WHERE and sorted(seen) == luapipe.__all__
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, luapipe; print(*sorted(sys.modules))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert [m for m in loaded if m.startswith(("luapipe", "redis", "click"))] == [
+        "luapipe",
+        "luapipe._moved",
+    ]

@@ -36,14 +36,15 @@ def cost(broken: int = 0, checked: int = 10, wire_ms: float = 0.2) -> SliceCost:
 
 def test_rounds_intervals_write_share_and_lost_updates() -> None:
     t = FormTotals()
-    for calls, wrote, broken in ((100, 80, 0), (200, 150, 3), (150, 120, 1)):
+    for calls, wrote, broken in ((100, 80, 0), (400, 300, 3), (150, 120, 1)):
         t.add([worker(calls, 1.0, wrote=wrote)], cost(broken=broken))
     r = build_record(Work(), "script", t, 0.0, 0.0, 1, None)
-    assert [x["ops_per_sec"] for x in r.rounds] == [100.0, 200.0, 150.0]
-    assert r.ops_per_sec == pytest.approx(450 / 3)  # all ops over all timed seconds
+    assert [x["ops_per_sec"] for x in r.rounds] == [100.0, 400.0, 150.0]
+    assert r.ops_per_sec == 150.0  # the median round's, shown beside its interval
+    assert r.pooled["ops_per_sec"] == pytest.approx(650 / 3)  # all ops over all timed seconds
     # the median round's interval, never below zero: at 3 rounds, their range
-    assert r.ops_per_sec_interval == pytest.approx((100.0, 200.0))
-    assert r.write_share == pytest.approx(350 / 450) and not r.write_share_off  # 0.78 vs 0.8
+    assert r.ops_per_sec_interval == pytest.approx((100.0, 400.0))
+    assert r.write_share == pytest.approx(500 / 650) and not r.write_share_off  # 0.77 vs 0.8
     assert (r.lost_updates, r.invariant_cases, r.invariant_ok) == (4, 30, False)
 
 

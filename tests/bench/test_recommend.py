@@ -9,6 +9,7 @@ each round, so the helpers build rounds from per-round p50s (lower is better).
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from typing import Any
@@ -157,10 +158,101 @@ def test_a_wide_interval_is_not_decided_and_says_what_would_decide_it() -> None:
     table, html = page(rows)
     assert "op at 1 ms RTT with 1 client: not decided: function vs script:" in table
     assert "neither beyond nor within +-10%" in table
-    assert "more rounds (luapipe bench --rounds 20), a longer --duration" in table
+    assert (  # 1.59x (0.887x to 3.17x): the end 0.887x must come past 0.909x
+        "a narrower interval would decide it: about 30 rounds if the estimate holds (luapipe "
+        "bench --rounds 30; this run had 10), a longer --duration" in table
+    )
     assert "quieter machine" in table
     assert "tie" not in table and "equivalent" not in r.text
     assert '<span class="undecided">not decided</span>' in html
+
+
+#: function's advantage over script per round: its median 1.09x, its interval (6th to 15th
+#: of 20) 1.08x to 1.11x: it straddles the margin's 1.1x, and sits 0.9% from it
+AT_THE_LINE = [1.06, 1.08, 1.09, 1.11, 1.13] * 4
+
+
+def test_an_estimate_at_the_margin_is_said_to_be_there_never_promised_a_decision() -> None:
+    """1.09x at a margin of 10%: more rounds narrow the interval around 1.09x, and a
+    difference of about the margin may never clear it. The words said "more rounds (luapipe
+    bench --rounds 40) ... would decide it"."""
+    rows = [
+        rec("script", [1.0] * 20, **RCW),
+        rec("function", [1.0 / x for x in AT_THE_LINE], **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert r.status == INCONCLUSIVE and r.comparisons[0]["ratio"] == pytest.approx(1.09)
+    table, html = page(rows)
+    said = unwrapped(table)
+    assert (
+        "function vs script: the estimate sits at the margin (0.917x the p50 latency of "
+        "script; the margin at 0.909x): more rounds, a longer --duration or a quieter machine "
+        "narrow the interval, but it may stay on the line" in said
+    )
+    assert "would decide it" not in said and "if the estimate holds" not in said
+    assert "luapipe bench --rounds" not in said
+    assert "What more data can do: function vs script: the estimate sits at the margin" in html
+    assert "would decide it" not in html
+
+
+def test_a_pair_away_from_the_margin_is_told_about_how_many_rounds_would_decide_it() -> None:
+    """function and script alike (1.00x) in rounds 15% apart: 10 rounds leave the interval
+    wider than +-10%; about 30 rounds would narrow it enough if the estimate held. Drawn
+    again from the same spread, that many rounds do decide it: equivalent."""
+    rng = random.Random(7)
+
+    def draw(n: int) -> list[dict[str, Any]]:
+        ratios = [math.exp(rng.gauss(0.0, 0.15)) for _ in range(n)]
+        return [rec("script", [1.0] * n, **RCW), rec("function", ratios, **RCW)]
+
+    rows = draw(10)
+    (r,) = recommend(rows)
+    assert r.status == INCONCLUSIVE
+    said = unwrapped(page(rows)[0])
+    told = (
+        r"a narrower interval would decide it: about (\d+) rounds if the estimate holds "
+        r"\(luapipe bench --rounds \1; this run had 10\)"
+    )
+    match = re.search(told, said)
+    assert match, said
+    assert int(match[1]) == 30 and "on the line" not in said
+    (more,) = recommend(draw(int(match[1])))
+    assert more.status == EQUIVALENT, more.text
+
+
+def test_each_undecided_pair_is_told_what_would_decide_it_in_its_own_words() -> None:
+    """Three forms: function vs script sits at the margin, function vs transaction is far
+    from it but its interval is wide: one clause each, neither borrowing the other's."""
+    rng = random.Random(5)
+    wide = [1.0 / (1.3 * math.exp(rng.gauss(0.0, 0.6))) for _ in range(20)]
+    rows = [
+        rec("transaction", [1.0] * 20, **RCW),
+        rec("script", [1.0] * 20, **RCW),
+        rec("function", [1.0 / x for x in AT_THE_LINE], **RCW),
+    ]
+    rows[0]["rounds"] = [{"ops_per_sec": 1000.0 * w, "p50": 1.0 / w} for w in wide]
+    (r,) = recommend(rows)
+    outcomes = {c["other"]: c["outcome"] for c in r.comparisons}
+    assert outcomes == {"script": INCONCLUSIVE, "transaction": INCONCLUSIVE}, r.text
+    would = r.would_decide
+    assert "function vs transaction: a narrower interval would decide it: about" in would
+    assert "function vs script: the estimate sits at the margin" in would
+    assert would.count("would decide it") == 1 and would.count("on the line") == 1
+
+
+def test_pairs_at_the_margin_are_said_once_together() -> None:
+    rows = [
+        rec("transaction", [1.0] * 20, **RCW),
+        rec("script", [1.0] * 20, **RCW),
+        rec("function", [1.0 / x for x in AT_THE_LINE], **RCW),
+    ]
+    (r,) = recommend(rows)
+    assert r.would_decide == (
+        "function vs transaction and function vs script: the estimates sit at the margin "
+        "(0.917x the p50 latency of transaction, 0.917x the p50 latency of script; the margin "
+        "at 0.909x): more rounds, a longer --duration or a quieter machine narrow the "
+        "intervals, but they may stay on the line"
+    )
 
 
 def test_a_cell_is_decided_only_when_the_picks_every_comparison_is() -> None:

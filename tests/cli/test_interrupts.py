@@ -89,6 +89,15 @@ def _gone(pid: int) -> bool:
             r"the delay proxy \(pid \d+\), the bystander probe \(pid \d+\) and 2 benchmark "
             r"workers$",
         ),
+        (  # the terminal closed (or kill -HUP): luapipe ended at once, and the private
+           # redis-server (which ignores SIGHUP) ran on
+            ["bench", "--clients", "2", "--duration", "60", "--warmup", "0", "--rounds", "1",
+             "--no-bystander"],
+            signal.SIGHUP,
+            129,
+            r"interrupted by SIGHUP; stopped the private redis-server \(pid \d+\) and 2 "
+            r"benchmark workers$",
+        ),
         (
             ["demo", "--duration", "30", "--out", "{tmp}/demo-out"],
             signal.SIGTERM,
@@ -265,3 +274,139 @@ def test_a_delay_proxy_that_dies_on_its_own_is_reported_as_such(tmp_path: Path) 
         "SIGKILL) during the run, which stopped there"
     ), lines
     assert not any("Traceback" in ln for ln in lines), lines
+
+
+#: ``luapipe ARGS`` started as its console script is, with a signal sent to itself when
+#: MODULE is first imported: an interrupt that lands inside the command line's imports
+#: (~0.5 s of start-up, ~1 s on a busy machine), where a terminal's Ctrl-C lands when a
+#: user changes their mind at once
+SIGNAL_WHILE_IMPORTING = """
+import os, signal, sys
+module, sig, how = sys.argv[1:4]
+class Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name == module:
+            os.kill(os.getpid(), getattr(signal, sig))
+        return None
+sys.meta_path.insert(0, Hook())
+sys.argv[1:] = sys.argv[4:]
+if how == "console script":
+    from importlib.metadata import entry_points
+    (script,) = entry_points(group="console_scripts", name="luapipe")
+    sys.exit(script.load()())
+import runpy
+runpy.run_module("luapipe", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["console script", "python -m luapipe"])
+@pytest.mark.parametrize(
+    ("module", "sig", "code", "name"),
+    [
+        ("luapipe.cli._common", "SIGINT", 130, "Ctrl-C (SIGINT)"),
+        ("redis", "SIGTERM", 143, "SIGTERM"),
+        ("luapipe.scripts.registry", "SIGINT", 130, "Ctrl-C (SIGINT)"),
+    ],
+)
+def test_an_interrupt_while_the_command_starts_is_one_line(
+    how: str, module: str, sig: str, code: int, name: str, tmp_path: Path
+) -> None:
+    """Ctrl-C while the command imported its modules printed a KeyboardInterrupt traceback
+    (the handler was installed by the command itself, once everything was imported), and
+    SIGTERM ended it without a word. Now the entry point takes both signals first thing."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_WHILE_IMPORTING, module, sig, how, "scripts", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == code, done.stderr
+    assert done.stderr == f"error: interrupted by {name}\n", done.stderr
+    assert done.stdout == ""
+
+
+def test_an_interrupt_while_the_command_line_is_read_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while click read the main group's options (here --version, which looks the
+    version up) was click's own: a blank line, "Aborted!" and exit code 1."""
+    import importlib.metadata
+
+    from click.testing import CliRunner
+
+    from luapipe.cli import main
+
+    def interrupted(*args: object, **kwargs: object) -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler runs before this ends
+        raise AssertionError("not interrupted")
+
+    monkeypatch.setattr(importlib.metadata, "version", interrupted)
+    res = CliRunner().invoke(main, ["--version"])
+    assert res.exit_code == 130, res.output
+    assert res.output == "error: interrupted by Ctrl-C (SIGINT)\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def _at_a_terminal(args: list[str], typed: bytes, cwd: Path) -> tuple[int, str]:
+    """``luapipe ARGS`` on a pseudo-terminal, ``typed`` at it once it has asked: its exit
+    code and everything the terminal showed."""
+    import pty
+    import select
+
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: luapipe on the terminal
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-m", "luapipe", *args], env)
+    shown = b""
+    deadline = time.monotonic() + 30
+    sent = False
+    while time.monotonic() < deadline:
+        if not sent and (b"? [y/N]: " in shown or b"Redis URL: " in shown):
+            time.sleep(0.2)  # the question waits for its answer
+            os.write(fd, typed)
+            sent = True
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the terminal closed: luapipe has exited
+                break
+            if not chunk:
+                break
+            shown += chunk
+    with contextlib.suppress(ProcessLookupError):  # still waiting for an answer: stop it
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+
+
+def test_ctrl_c_at_a_question_is_an_interrupt(tmp_path: Path) -> None:
+    """Ctrl-C at scripts flush's question read as no answer: "not flushed: no answer to the
+    question", exit code 1. It is an interrupt like any other: one line, exit code 130."""
+    from luapipe.bench.server import EmbeddedRedis
+
+    with EmbeddedRedis() as server:
+        code, shown = _at_a_terminal(["scripts", "flush", "--url", server.url], b"\x03", tmp_path)
+    assert code == 130, shown
+    assert shown.endswith("^C\r\nerror: interrupted by Ctrl-C (SIGINT)\r\n"), shown
+
+
+def test_a_url_typed_at_the_terminal_is_asked_for_and_not_shown(tmp_path: Path) -> None:
+    """--url-file - on a terminal waited without a word, and echoed the URL (its password)
+    as it was typed. It asks, hides what is typed, and Ctrl-C there is an interrupt."""
+    from luapipe.bench.server import EmbeddedRedis
+
+    with EmbeddedRedis(["--requirepass", "Typed-S3cret"]) as server:
+        url = f"redis://:Typed-S3cret@127.0.0.1:{server.port}/0"
+        code, shown = _at_a_terminal(
+            ["scripts", "kill", "--url-file", "-"], url.encode() + b"\r", tmp_path
+        )
+        assert (code, shown) == (0, "Redis URL: \r\nno script or function running\r\n")
+        code, shown = _at_a_terminal(["scripts", "kill", "--url-file", "-"], b"\x03", tmp_path)
+        assert (code, shown) == (130, "Redis URL: \r\nerror: interrupted by Ctrl-C (SIGINT)\r\n")

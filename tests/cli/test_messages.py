@@ -3,6 +3,7 @@ question that names the server, and never a password (issue 11)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -309,4 +310,124 @@ def test_output_piped_into_head_ends_quietly_and_another_broken_pipe_does_not(
     assert res.exit_code == 1, res.output
     assert res.output == (
         "error: a pipe or connection luapipe was writing to was closed ([Errno 32] Broken pipe)\n"
+    )
+
+
+def test_the_noauth_hint_writes_the_password_into_the_users_own_url(tmp_path: Path) -> None:
+    """The hint said ``redis://:PASSWORD@host:port`` whatever the user gave: to someone on a
+    unix socket (or TLS) it pointed at a URL of another kind. Now it is their URL, with
+    the placeholder in its place: scheme, socket path or host, database and options kept."""
+    from luapipe.errors import translate
+
+    sock = tmp_path / "redis.sock"
+    with EmbeddedRedis(["--requirepass", "s3cret-pw", "--unixsocket", str(sock)]):
+        url = f"unix://{sock}?db=1"
+        res = CliRunner().invoke(main, ["scripts", "status", "--url", url])
+    line = _one_error_line(res.output)
+    assert line.endswith(
+        f"put it in the URL: unix://:PASSWORD@{sock}?db=1, or "
+        f"unix://USER:PASSWORD@{sock}?db=1 for an ACL user"
+    ), line
+    assert "redis://" not in line
+    noauth = redis.AuthenticationError("Authentication required.")
+    noauth.status_code = "NOAUTH"  # as redis-py's parser leaves it
+    for where, plain in [
+        ("rediss://bob:***@db.example:6380/2", "rediss://:PASSWORD@db.example:6380/2"),
+        ("10.0.0.7:6380", "redis://:PASSWORD@10.0.0.7:6380"),  # a transport's host:port
+        ("", "redis://:PASSWORD@host:port"),
+    ]:
+        assert f"put it in the URL: {plain}, or " in str(translate(noauth, where=where)), where
+
+
+def _bytes_read() -> int:
+    """What this process has read so far, through any file (/proc/self/io's rchar)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.fixture(scope="module")
+def small_bulk() -> Iterator[ServerProcess]:
+    """A server whose proto-max-bulk-len is Redis's smallest, 1 MB."""
+    with EmbeddedRedis(["--proto-max-bulk-len", "1mb"]) as server:
+        yield server
+
+
+def test_an_argument_file_is_read_no_further_than_the_server_takes(
+    small_bulk: ServerProcess, tmp_path: Path
+) -> None:
+    """--arg-file read the whole file into memory first (/dev/zero: until memory ran out),
+    and only then did the call refuse it. Now the server's proto-max-bulk-len bounds the
+    read: a file known to be longer is refused unread, a stream once it gave one byte more;
+    one line naming the argument, the file and the limit, nothing sent."""
+    (tmp_path / "lens.lua").write_text("-- @key k\n-- @arg blob\nreturn string.len(ARGV[1])\n")
+    base = ["scripts", "call", "lens", "--dir", str(tmp_path), "--url", _url(small_bulk), "-k"]
+    limit = f"the proto-max-bulk-len of the server at {small_bulk.host}:{small_bulk.port} "
+    limit += "(1,048,576 bytes); nothing was sent"
+    huge = tmp_path / "huge.bin"
+    with open(huge, "wb") as f:  # 64 MB that take no room on disk
+        f.truncate(64 * 1024 * 1024)
+    before = _bytes_read()
+    res = CliRunner().invoke(main, [*base, "k", "--arg-file", str(huge)])
+    assert _bytes_read() - before < 1024 * 1024  # refused unread
+    assert _one_error_line(res.output).startswith(
+        f"error: script 'lens': args[0] (blob) (--arg-file {huge}) is 67,108,864 bytes, "
+        f"more than {limit}"
+    )
+    res = CliRunner().invoke(main, [*base, "k", "--arg-file", "/dev/zero"], catch_exceptions=False)
+    assert _one_error_line(res.output).startswith(
+        f"error: script 'lens': args[0] (blob) (--arg-file /dev/zero) is longer than {limit}"
+    )
+    stream = io.BytesIO(b"x" * (5 * 1024 * 1024))  # stdin: a pipe
+    res = CliRunner().invoke(main, [*base, "k", "--arg-file", "-"], input=stream)
+    assert " (--arg-file -) is longer than " in _one_error_line(res.output)
+    assert stream.tell() <= 1024 * 1024 + 1  # read no further than the limit and a byte
+    assert not redis.Redis(port=small_bulk.port).exists("k")
+    fits = tmp_path / "fits.bin"
+    fits.write_bytes(b"y" * (1024 * 1024))  # the limit itself is allowed
+    res = CliRunner().invoke(main, [*base, "k", "--arg-file", str(fits)])
+    assert (res.exit_code, res.output) == (0, "1048576\n")
+    res = CliRunner().invoke(main, [*base, "k", "--arg-file", "-"], input=b"y" * (1024 * 1024))
+    assert (res.exit_code, res.output) == (0, "1048576\n")
+
+
+def test_stdin_is_read_for_one_option_only(small_bulk: ServerProcess, tmp_path: Path) -> None:
+    (tmp_path / "one.lua").write_text("-- @key k\n-- @arg v\nreturn ARGV[1]\n")
+    args = ["scripts", "call", "one", "--dir", str(tmp_path), "-k", "k", "--arg-file", "-"]
+    stdin = _url(small_bulk) + "\nv\n"
+    res = CliRunner().invoke(main, [*args, "--url-file", "-"], input=stdin, prog_name="luapipe")
+    assert res.exit_code == 2
+    assert _one_error_line(res.output) == (
+        "error: --url-file - and --arg-file - both read stdin (see luapipe scripts call --help)"
+    )
+
+
+def test_a_unix_socket_that_hangs_up_gets_no_tls_hint(tmp_path: Path) -> None:
+    """ "the server hung up at once: if that port speaks TLS, use rediss://" was said of a
+    unix socket too, where there is no port and no TLS: a hint toward a URL of another
+    kind, as NOAUTH's was."""
+    import socket
+    import threading
+
+    path = tmp_path / "hangs-up.sock"
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    srv.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        res = CliRunner().invoke(main, ["scripts", "status", "--url", f"unix://{path}"])
+    finally:
+        srv.close()
+    assert _one_error_line(res.output) == (
+        f"error: cannot connect to Redis at unix://{path}: the server closed the connection"
     )

@@ -6,25 +6,31 @@ percent-encoded for a user that does not exist, for an ACL user whose password i
 commands then succeed), in the query (``?password=``), written raw (an invalid URL for most
 of them), and for a closed port. Every command that takes ``--url`` (found by walking the
 click group: a new command is covered without being listed) runs with each, in-process
-(CliRunner: nothing is forked before a bad URL or a failed connection is refused), and
-through ``$REDIS_URL`` where the command reads it. No run of 6 consecutive characters of the
-password may appear in its output, raw or encoded (percent-encoding, repr, JSON, HTML), and
-each failure is one line with no traceback.
+(CliRunner: nothing is forked before a bad URL or a failed connection is refused),
+through ``$REDIS_URL`` where the command reads it, and kept off the command line in turn:
+``--url-file PATH``, ``--url-file -`` (stdin) and ``--url-env NAME`` (and the URL given to
+those two by mistake, which they must not repeat). No run of 6
+consecutive characters of the password may appear in its output, raw or encoded
+(percent-encoding, repr, JSON, HTML), and each failure is one line with no traceback.
 
 Where in-process would hide a leak, subprocesses: every command once through the real
 interpreter (a traceback printed at interpreter level), and one benchmark run with the delay
 proxy, forked workers and the bystander, writing JSON, CSV and HTML with error samples in
-them, then ``luapipe report`` of that JSON.
+them, then ``luapipe report`` of that JSON; and benchmark runs given the URL by file and by
+environment, whose command line, and every child process's (4 workers, the proxy, the
+bystander), must not hold the password.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
 import string
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -37,7 +43,7 @@ from hypothesis import strategies as st
 from luapipe.bench.server import EmbeddedRedis, ServerProcess, free_port
 from luapipe.errors import mask_url, printable_url
 
-from .urlcommands import argv, asks, invoke, prepare, url_commands, uses_redis_url
+from .urlcommands import URL_FILE, WAYS, argv, asks, invoke, prepare, url_commands, uses_redis_url
 
 COMMANDS = url_commands()
 #: the characters a password may hold that a URL or a message could trip on
@@ -58,10 +64,13 @@ ENV_FORMS = ("encoded, unknown user", "raw")
 #: commands whose successful run takes a minute (demo's fixed tour): with the right password
 #: they are left out here; their output is bench's, run in a subprocess below
 SLOW = {"demo"}
-#: runs per example (URLs x commands, plus the $REDIS_URL runs)
+#: the ways that keep the URL off the command line: each (form, command) runs with one of
+#: them too, in turn
+OFF_THE_LINE = WAYS[1:]
+#: runs per example (URLs x commands twice: --url, and one way off the command line; plus
+#: the $REDIS_URL runs)
 RUNS_PER_EXAMPLE = (
-    len(FORMS) * len(COMMANDS)
-    - len(SLOW & set(COMMANDS))
+    2 * (len(FORMS) * len(COMMANDS) - len(SLOW & set(COMMANDS)))
     + len(ENV_FORMS) * sum(uses_redis_url(c) for c in COMMANDS.values())
     + len(FORMS) * sum(asks(c) for c in COMMANDS.values())
 )
@@ -161,28 +170,29 @@ def test_no_command_prints_any_part_of_a_password(
         user, enabled=True, passwords=[f"+{password}"], keys=["~*"], commands=["+@all", "-fcall"]
     )
     try:
-        for form in FORMS:
-            for path, cmd in COMMANDS.items():
+        for f, form in enumerate(FORMS):
+            for c, (path, cmd) in enumerate(COMMANDS.items()):
                 if form == "encoded, right password" and path in SLOW:
                     continue
-                runs = [(urls[form], None, True)]
+                off = OFF_THE_LINE[(f + c) % len(OFF_THE_LINE)]
+                runs = [(urls[form], None, True, "--url"), (urls[form], None, True, off)]
                 if form in ENV_FORMS and uses_redis_url(cmd):
-                    runs.append((None, {"REDIS_URL": urls[form]}, True))
+                    runs.append((None, {"REDIS_URL": urls[form]}, True, "--url"))
                 if asks(cmd):  # and without --yes: the question names the server
-                    runs.append((urls[form], None, False))
-                for url, env, yes in runs:
-                    res = invoke(path, tmp_path, url, env, yes=yes)
+                    runs.append((urls[form], None, False, "--url"))
+                for url, env, yes, way in runs:
+                    res = invoke(path, tmp_path, url, env, yes=yes, way=way)
                     what = f"`luapipe {path}` with the {form} URL" + (
-                        " in $REDIS_URL" if env else ""
+                        " in $REDIS_URL" if env else f" ({way})"
                     )
                     what += "" if yes else " (asking)"
                     assert isinstance(res.exception, SystemExit | None), (what, res.exception)
                     assert_one_line_failure(res.output, res.exit_code, what)
                     assert_no_secret(res.output, password, what)
-                    if form == "raw" and res.exit_code == 2:
+                    if form == "raw" and res.exit_code == 2 and not way.endswith(" URL"):
                         assert "percent-encoded" in res.output, (what, res.output)
         for written in tmp_path.rglob("*"):  # lock files, demo's reports...
-            if written.is_file():
+            if written.is_file() and written.name != URL_FILE:  # (where the URL is kept)
                 assert_no_secret(written.read_text(errors="replace"), password, str(written))
     finally:
         admin.acl_deluser(user)
@@ -191,10 +201,11 @@ def test_no_command_prints_any_part_of_a_password(
 
 def test_the_count_of_runs() -> None:
     """What the property test covers, for the record: 5 generated passwords and two chosen
-    ones, each in 5 URL forms, times every command with --url (10 with functions gc: 50
-    runs, less demo with the right password, plus 14 through $REDIS_URL and 5 of scripts
-    flush without --yes: 68 per password, 476 in all; printed with -s)."""
-    assert len(COMMANDS) >= 9 and RUNS_PER_EXAMPLE >= 61  # more with every new command
+    ones, each in 5 URL forms, times every command with --url (11 with functions verify:
+    55 runs, less demo with the right password), twice (--url, and in turn --url-file,
+    --url-file - or --url-env: 108), plus 14 through $REDIS_URL and 5 of scripts flush
+    without --yes: 127 per password, 889 in all; printed with -s)."""
+    assert len(COMMANDS) >= 11 and RUNS_PER_EXAMPLE >= 127  # more with every new command
     total = (EXAMPLES + 2) * RUNS_PER_EXAMPLE
     print(f"{EXAMPLES + 2} passwords x {RUNS_PER_EXAMPLE} runs = {total}")
 
@@ -211,7 +222,8 @@ def test_printable_url_never_shows_the_password(
     password: str, user: str, scheme: str, encode: bool, tail: str
 ) -> None:
     """The one function: the user shows, the password never, and the text is one line;
-    mask_url finds it in free text (a message around it) as long as no space is in it."""
+    mask_url finds it in free text (a message around it), a password holding a space
+    included (it ends at the line's last "@", as printable_url reads it)."""
     secret = quote(password, safe="") if encode else password
     url = f"{scheme}://{user}:{secret}@{tail}"
     shown = printable_url(url)
@@ -222,8 +234,8 @@ def test_printable_url_never_shows_the_password(
     assert_no_secret(query, password, url)
     for printed in (shown, query):  # a message around a printed URL is left as it is
         assert mask_url(f"at {printed}: refused") == f"at {printed}: refused"
-    if " " not in secret:
-        assert_no_secret(mask_url(f"error: at '{url}': refused"), password, url)
+    assert_no_secret(mask_url(f"error: at '{url}': refused"), password, url)
+    assert_no_secret(mask_url(f"at {url} (refused) ok\nnext {url}"), password, url)
 
 
 def _luapipe(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -355,3 +367,93 @@ def test_no_secret_in_a_benchmark_its_reports_and_error_samples(
     }
     for name, text in texts.items():
         assert_no_secret(text, password, name)
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """{pid: command line} of every process below ``pid`` (children, their children...)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found: dict[int, str] = {}
+    below = {pid}
+    while more := {p for p, pp in parent.items() if pp in below and p not in below}:
+        below |= more
+        for p in more:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                found[p] = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return found
+
+
+@pytest.mark.parametrize("way", ["--url-file", "--url-env"])
+def test_a_url_kept_off_the_command_line_is_on_no_process_s(
+    way: str, guarded: ServerProcess, tmp_path: Path
+) -> None:
+    """`ps` shows every process's command line to every user of the machine: given by
+    --url-file or --url-env, the password is on none, neither luapipe's nor its children's
+    (4 forked workers, the bystander probe, the delay proxy), and in none of its outputs."""
+    user, password = "psuser", ALL_OF_THEM
+    admin = _admin(guarded)
+    admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["~*"],
+                      commands=["+@all"])  # fmt: skip
+    url = f"redis://{user}:{quote(password, safe='')}@127.0.0.1:{guarded.port}/0"
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    if way == "--url-file":
+        (tmp_path / "secret").mkdir()
+        (tmp_path / "secret" / "redis.url").write_text(url + "\n")
+        given = ["--url-file", str(tmp_path / "secret" / "redis.url")]
+    else:
+        env["STAGING_REDIS_URL"] = url
+        given = ["--url-env", "STAGING_REDIS_URL"]
+    out = [str(tmp_path / f"results.{kind}") for kind in ("json", "csv", "html")]
+    cmd = [sys.executable, "-m", "luapipe", "bench", *given, "--clients", "4", "--rtt", "0,0.5",
+           "--duration", "0.5", "--warmup", "0", "--rounds", "1",
+           "--json", out[0], "--csv", out[1], "--html", out[2]]  # fmt: skip
+    seen: set[tuple[int, str]] = set()  # (pid, command line) as each was seen
+    most = 0
+    try:
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        seen.add((proc.pid, Path(f"/proc/{proc.pid}/cmdline").read_text().replace("\0", " ")))
+        while proc.poll() is None:
+            now = _descendants(proc.pid)
+            seen |= set(now.items())
+            most = max(most, sum("bench" in c for c in now.values()))
+            time.sleep(0.01)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        admin.acl_deluser(user)
+        admin.close()
+    assert proc.returncode == 0, stderr
+    assert most >= 4, seen  # the 4 workers were seen running (each with luapipe's argv)
+    assert any("rttproxy" in c for _, c in seen), seen
+    for pid, line in seen:
+        assert_no_secret(line, password, f"the command line of pid {pid}")
+    texts = {"stdout": stdout, "stderr": stderr, **{p: Path(p).read_text() for p in out}}
+    for name, text in texts.items():
+        assert_no_secret(text, password, name)
+
+
+def test_a_results_file_of_an_older_luapipe_is_shown_without_its_passwords(
+    tmp_path: Path,
+) -> None:
+    """A results file written before issue 16 holds a password with a space or a quote as
+    it was (the safety net stopped at the space): ``luapipe report`` printed it again, in
+    the table, the HTML and the CSV. In free text a password now runs to the line's last
+    "@", as printable_url reads a URL."""
+    from ..report.test_report import record, result
+
+    password = VALID_RAW  # spaces, quotes, < >, an "@" and a ":"
+    data = result(record(errors=2, error_samples=[f"ERR at redis://bob:{password}@db:1 nope"]))
+    data["manifest"]["redis"]["url"] = f"redis://alice:{password}@db.example:6379/0"
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    done = _luapipe("report", "old.json", "--html", "old.html", "--csv", "old.csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for name, text in {
+        "output": done.stdout + done.stderr,
+        "html": (tmp_path / "old.html").read_text(),
+        "csv": (tmp_path / "old.csv").read_text(),
+    }.items():
+        assert_no_secret(text, password, name)
+    assert "redis://alice:***@db.example:6379/0" in (tmp_path / "old.html").read_text()

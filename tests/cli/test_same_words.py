@@ -217,8 +217,8 @@ def test_a_usage_error_is_one_line_in_every_command(path: str, cmd: click.Comman
         ),
         (
             ["scripts", "call", "one", "--arg-file", "/nonexistent/file"],
-            "error: Invalid value for '--arg-file': '/nonexistent/file': No such file or "
-            "directory (see luapipe scripts call --help)",
+            "error: Invalid value for '--arg-file': File '/nonexistent/file' does not exist. "
+            "(see luapipe scripts call --help)",
         ),
         (
             ["deploy", "--check", "--prune", "--dir", "."],

@@ -14,7 +14,17 @@ from click.testing import CliRunner, Result
 
 from luapipe.cli import main
 
-__all__ = ["EXTRA", "SCRIPT", "argv", "asks", "invoke", "prepare", "url_commands", "uses_redis_url"]
+__all__ = [
+    "EXTRA",
+    "SCRIPT",
+    "WAYS",
+    "argv",
+    "asks",
+    "invoke",
+    "prepare",
+    "url_commands",
+    "uses_redis_url",
+]
 
 #: the one script the scripts commands load and call (``scripts_lua/one.lua`` in the cwd)
 SCRIPT = "-- @key k\n-- @arg [v]\nreturn redis.call('INCR', KEYS[1])\n"
@@ -65,10 +75,30 @@ def prepare(directory: Path) -> None:
     (directory / "scripts_lua" / "one.lua").write_text(SCRIPT)
 
 
-def argv(path: str, directory: Path, url: str | None, *, yes: bool = True) -> list[str]:
-    """The command line; ``yes=False`` leaves out ``--yes`` (the command then asks)."""
+#: the ways every command takes a URL: on the command line, or kept off it (a file, stdin,
+#: an environment variable); and the mistake of giving those two the URL itself
+WAYS = ("--url", "--url-file", "--url-file -", "--url-env", "--url-file URL", "--url-env URL")
+#: where ``--url-file`` and ``--url-env`` find the URL
+URL_FILE = "redis.url"
+URL_ENV = "LUAPIPE_TEST_URL"
+
+
+def argv(
+    path: str, directory: Path, url: str | None, *, yes: bool = True, way: str = "--url"
+) -> list[str]:
+    """The command line; ``yes=False`` leaves out ``--yes`` (the command then asks);
+    ``way`` says how the URL is given (``--url-file``: in ``directory``/redis.url, which
+    :func:`invoke` writes; ``--url-env``: in $LUAPIPE_TEST_URL)."""
     extra = [a.format(dir=directory) for a in EXTRA.get(path, []) if yes or a != "--yes"]
-    return [*path.split(), *extra, *(["--url", url] if url is not None else [])]
+    given = {
+        "--url": ["--url", url],
+        "--url-file": ["--url-file", str(directory / URL_FILE)],
+        "--url-file -": ["--url-file", "-"],
+        "--url-env": ["--url-env", URL_ENV],
+        "--url-file URL": ["--url-file", url or ""],
+        "--url-env URL": ["--url-env", url or ""],
+    }[way]
+    return [*path.split(), *extra, *(given if url is not None else [])]
 
 
 def asks(cmd: click.Command) -> bool:
@@ -83,12 +113,21 @@ def invoke(
     env: dict[str, str] | None = None,
     *,
     yes: bool = True,
+    way: str = "--url",
 ) -> Result:
     """Run ``luapipe PATH ... --url URL`` in-process, in ``directory`` (``url=None``: the
-    URL comes from ``env``)."""
+    URL comes from ``env``; ``way``: how the URL is given, one of :data:`WAYS`)."""
     here = os.getcwd()
     os.chdir(directory)
+    stdin = None
+    if url is not None and way == "--url-file":
+        (directory / URL_FILE).write_text(url + "\n")
+    elif url is not None and way == "--url-file -":
+        stdin = url + "\n"
+    elif url is not None and way == "--url-env":
+        env = {**(env or {}), URL_ENV: url}
     try:
-        return CliRunner().invoke(main, argv(path, directory, url, yes=yes), env=env)
+        command = argv(path, directory, url, yes=yes, way=way)
+        return CliRunner().invoke(main, command, env=env, input=stdin)
     finally:
         os.chdir(here)

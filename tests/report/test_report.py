@@ -315,7 +315,7 @@ def test_the_verdict_comes_first_with_the_choice_the_outcome_and_the_reason() ->
     assert "function by policy: one call that survives a failover" in top
     # not decided: says so, and what would decide it
     assert '<span class="undecided">not decided</span>' in top
-    assert "What would decide it: a narrower interval: more rounds (--rounds 40)" in top
+    assert "What more data can do: a narrower interval: more rounds (--rounds 40)" in top
     # server CPU beside the verdict; what the non-atomic forms lost, or why one client
     # cannot tell
     assert "server CPU per op (commandstats): script 30.8 us" in top

@@ -61,10 +61,12 @@ def test_a_lopsided_interval_is_shown_by_its_two_ends_never_as_a_plus_minus_past
         record(form="transaction", ops_per_sec=969.0, ops_per_sec_interval=[818.0, 4047.0]),
         record(form="script", ops_per_sec=400.0, ops_per_sec_interval=[360.0, 440.0]),
         record(form="function", ops_per_sec=1000.0, ops_per_sec_interval=[997.0, 1006.0]),
+        record(form="pipelined", ops_per_sec=100.0, ops_per_sec_interval=[100.0, 165.0]),
     ]
     table = render_table(result(*rows))
     assert cell(table, 0, "+-%") == "-16/+318" and cell(table, 1, "+-%") == "10"
     assert cell(table, 2, "+-%") == "1"  # -0.3 and +0.6: not "-0/+1"
+    assert cell(table, 3, "+-%") == "0/+65"  # the median round at the lower end: not "+0"
     assert "below/above" in unwrapped(table)
     wide = render_table(result(*rows), wide=True)
     assert " -16/+318 " in wide and " 167 " not in wide

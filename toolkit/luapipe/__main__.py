@@ -1,6 +1,6 @@
-"""``python -m luapipe``: the command line."""
+"""``python -m luapipe``: the command line (see :mod:`luapipe._entry`)."""
 
-from luapipe.cli import main
+from luapipe._entry import main
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,6 @@ these names.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
@@ -81,13 +80,13 @@ def _split(name: str, homes: tuple[str, ...]) -> ModuleType:
     return module
 
 
-class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Alias:  # a finder and loader by its methods: importlib.abc costs ~20 ms to import
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED and fullname not in SPLIT:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        return importlib.util.spec_from_loader(fullname, self)  # type: ignore[arg-type]
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         homes = SPLIT.get(spec.name) or (MOVED[spec.name],)

@@ -337,14 +337,40 @@ def _mask_one(m: re.Match[str]) -> str:
     return printable_url(token)
 
 
+# in free text, a URL whose password may hold whitespace: ``scheme://user:``, then the rest
+# of the line (``host:6379 ... x@y`` reads as one too: more masked rather than less)
+_USERINFO_IN_TEXT = re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*:)([^\n]*)", re.IGNORECASE)
+
+_NEXT_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def _mask_spaced(m: re.Match[str]) -> str:
+    """A password holding whitespace ends at the last ``@`` before the line's next URL
+    (printable_url's rule, more masked than less: a later ``@`` hides the words before it)."""
+    head, rest = m[1], m[2]
+    after = ""
+    following = _NEXT_URL.search(rest)
+    if following is not None:
+        rest, after = rest[: following.start()], rest[following.start() :]
+    at = rest.rfind("@")
+    password = rest[:at] if at >= 0 else ""
+    if not _UNPRINTABLE.search(password) or password in _SHOWN:
+        return m[0]  # no whitespace in it: the token pass below finds it
+    tail = re.match(r"\S*", rest[at + 1 :])
+    host = tail[0] if tail else ""
+    return printable_url(f"{head}{password}@{host}") + rest[at + 1 + len(host) :] + after
+
+
 def mask_url(text: str) -> str:
     """``text`` with every URL in it shown by :func:`printable_url` (password masked).
 
-    The safety net under messages that luapipe did not write itself: in free text a URL
-    ends at whitespace, so a password holding a space is found only where the URL was
-    printed with :func:`printable_url` in the first place (as luapipe's own messages are).
+    The safety net under text that luapipe did not write itself (a server's words, a
+    results file of an older luapipe): a URL ends at whitespace, except that a password
+    holding whitespace runs to the line's last ``@`` (printable_url's own rule).
     """
-    return _URL_IN_TEXT.sub(_mask_one, text) if "://" in text else text
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(_mask_one, _USERINFO_IN_TEXT.sub(_mask_spaced, text))
 
 
 def _first_line(text: str) -> str:
@@ -454,7 +480,7 @@ def _from_reply(
         ("WRONGPASS", "NOAUTH", "invalid username-password")
     ):
         return AuthenticationFailed(
-            f"authentication failed{at}: {_auth_words(text)}", like=cls, status_code=code
+            f"authentication failed{at}: {_auth_words(text, at[4:])}", like=cls, status_code=code
         )
     if issubclass(cls, rex.BusyLoadingError):
         return ConnectionFailed(
@@ -487,12 +513,14 @@ def _from_reply(
 QUOTE_HOW = "urllib.parse.quote(password, safe='')"
 
 
-def _auth_words(text: str) -> str:
-    """luapipe's own words for an authentication failure (the server's code kept)."""
+def _auth_words(text: str, where: str = "") -> str:
+    """luapipe's own words for an authentication failure (the server's code kept); ``where``
+    (a printable URL, or host:port) is where the hint puts the password."""
     if text.startswith("NOAUTH"):
+        plain, acl = _with_password(where)
         return (
             "the server needs a password and none was given (NOAUTH); put it in the URL: "
-            "redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user"
+            f"{plain}, or {acl} for an ACL user"
         )
     if "without any password configured" in text or "no password is set" in text:
         return "the URL gives a password but the server has none set; drop it from the URL"
@@ -502,6 +530,16 @@ def _auth_words(text: str) -> str:
             f"holding / # ? % or a space goes percent-encoded in the URL ({QUOTE_HOW})"
         )
     return text
+
+
+def _with_password(where: str) -> tuple[str, str]:
+    """The user's own URL (``where``, as printable_url shows it) with a password placeholder
+    in it, without and with a user name: its scheme (``unix://``, ``rediss://``), socket
+    path or host and port, database and options kept; ``redis://`` for a bare host:port."""
+    found = _SCHEME.match(where)
+    head, rest = (found[0], where[found.end() :]) if found else ("redis://", where)
+    rest = rest[rest.rfind("@") + 1 :] or "host:port"  # whatever userinfo it had goes
+    return f"{head}:PASSWORD@{rest}", f"{head}USER:PASSWORD@{rest}"
 
 
 _NOPERM_COMMAND = re.compile(r"permissions? to run the '([^']+)' command")

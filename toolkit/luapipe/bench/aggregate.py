@@ -21,6 +21,9 @@ __all__ = [
     "server_cost",
 ]
 
+#: the latencies with an interval (per round in ``rounds``): shown as their median round's
+SHOWN_LATENCIES = ("p50", "p99", "mean")
+
 #: a measured write share further than this from the declared one is flagged
 WRITE_SHARE_TOLERANCE = 0.10
 
@@ -243,16 +246,14 @@ def build_record(
     summary = t.hist.summary()
     lat = summary.as_dict()
     by = t.bystander.summary()
-    model = err = None
+    model = None
     cpu_us, server_us = _div(t.cpu_s * 1e6, ops), _div(t.server_usec, ops)
     wait_us = _div(t.wait_s * 1e6, ops)
     rt = _div(t.round_trips, attempts)
     if summary.mean is not None and tasks == 1:  # the model is of one call at a time
         model = predict_ms(rt, wire_ms, server_us * b, (cpu_us + wait_us) * b)
-        err = 100.0 * (model - summary.mean) / summary.mean
     share = None if t.wrote is None or not ops else t.wrote / ops
     declared = getattr(w, "write_share_declared", None)
-    lat_rounds = {k: _span([r[k] for r in t.rounds]) for k in ("p50", "p99", "mean")}
     server_cpu = _div(t.server_cpu_us, ops) if t.server_cpu_us else None
     turns = interval_of([r.get("p50_turns") for r in t.rounds])
     cpu_rounds = [
@@ -261,6 +262,24 @@ def build_record(
         else r["client_cpu_us"] + r["server_cpu_us"]
         for r in t.rounds
     ]
+    # every figure shown beside an interval is its median round's (the pooled ones, over
+    # every call of every round, weigh a round by its calls: a fast round counts more)
+    pooled_ops = _div(ops, t.seconds)
+    pooled_cpu = None if server_cpu is None else cpu_us + server_cpu
+    lat_rounds = {k: _span([r[k] for r in t.rounds]) for k in SHOWN_LATENCIES}
+    shown = dict(lat)
+    for k in SHOWN_LATENCIES:
+        shown[k] = _median_round([r[k] for r in t.rounds], lat.get(k))
+    pooled = {
+        "ops_per_sec": pooled_ops,
+        "latency_ms": {k: lat.get(k) for k in SHOWN_LATENCIES},
+        "cpu_usec_per_op": pooled_cpu,
+    }
+    model_err = None
+    mean = shown.get("mean")
+    if model is not None and mean:  # against the mean the report shows
+        model_err = 100.0 * (model - mean) / mean
+    shown_ops = _median_round([r["ops_per_sec"] for r in t.rounds], pooled_ops)
     return Record(
         operation=w.name,
         form=form,
@@ -268,13 +287,13 @@ def build_record(
         rtt_ms_measured=round(rtt_measured, 4),
         clients=clients,
         ops=ops,
-        ops_per_sec=_div(ops, t.seconds),
-        latency_ms=lat,
+        ops_per_sec=pooled_ops if shown_ops is None else shown_ops,
+        latency_ms=shown,
         round_trips_per_op=_div(rt, b),
         commands_per_op=_div(t.commands, attempts * b),
         server_usec_per_op=server_us,
         server_cpu_usec_per_op=server_cpu,
-        cpu_usec_per_op=None if server_cpu is None else cpu_us + server_cpu,
+        cpu_usec_per_op=None if pooled_cpu is None else _median_round(cpu_rounds, pooled_cpu),
         cpu_usec_per_op_interval=_span(cpu_rounds),
         retries_per_op=_div(t.retries, ops),
         errors=t.errors,
@@ -284,7 +303,7 @@ def build_record(
         duration_s=t.seconds,
         rate=rate,
         latency_ms_uncorrected=t.raw.summary().as_dict() if rate else None,
-        latency_ms_per_op=_scaled(lat, b) if b > 1 else None,
+        latency_ms_per_op=_scaled(shown, b) if b > 1 else None,
         latency_distribution=t.hist.distribution(),
         server_commands_per_op=_div(t.server_calls, ops),
         client_cpu_usec_per_op=cpu_us,
@@ -297,7 +316,7 @@ def build_record(
         wire_ms=wire_ms,
         rtt_ms_under_load=round(under_load, 4),
         model_latency_ms=model,
-        model_error_pct=err if clients == 1 and rate is None and b == 1 else None,
+        model_error_pct=model_err if clients == 1 and rate is None and b == 1 else None,
         atomic=form in getattr(w, "atomic_forms", ATOMIC_FORMS),
         write_share=share,
         write_share_declared=declared,
@@ -315,7 +334,15 @@ def build_record(
         p50_turns_ms=None if turns is None else turns.value,
         p50_turns_ms_interval=_span([r.get("p50_turns") for r in t.rounds]),
         tasks=tasks,
+        pooled=pooled,
     )
+
+
+def _median_round(values: list[float | None], pooled: float | None) -> float | None:
+    """The figure shown beside the interval of :func:`_span`: the median round's (inside its
+    interval by construction); ``pooled`` where no interval is shown (one round)."""
+    iv = interval_of(values)
+    return pooled if iv is None or iv.rounds < 2 else iv.value
 
 
 def _span(values: list[float | None]) -> tuple[float, float] | None:

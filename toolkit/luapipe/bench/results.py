@@ -74,11 +74,15 @@ class Record:
     cpu_usec_per_op: float | None = None
     cpu_usec_per_op_interval: tuple[float, float] | None = None
     contention: str = "spread"  # hot | spread | zipf:S: which keys the calls touched
-    #: one client: the median of the rounds' p50 while the forms took turns call by call
+    #: one client: the median of the rounds' p50 while the forms took turns of 16 calls
     #: (what decides there), and its interval across rounds
     p50_turns_ms: float | None = None
     p50_turns_ms_interval: tuple[float, float] | None = None
     tasks: int = 1  # asyncio tasks per client (requests in flight per client, --tasks)
+    #: the figures shown beside an interval (ops_per_sec, latency_ms's p50, p99 and mean,
+    #: cpu_usec_per_op) are their median round's; these are the same over every call of
+    #: every round (a round weighs by its calls), as they were before issue 19
+    pooled: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -77,8 +77,9 @@ class BenchConfig:
     seed: int = 1
     patience_s: float = 10.0  # how long the harness retries its own commands (restart, BUSY)
     tasks: int = 1  # asyncio tasks per client process; > 1 adds the auto-pipelined forms
-    #: one client at RTT 0 (closed loop): each round also lets the forms take turns call by
-    #: call for this many times a form's slice; their p50s there decide (0: no turns). Over a
+    #: one client at RTT 0 (closed loop): each round also lets the forms take turns of 16
+    #: calls (loop.TURN_CALLS) for this many times a form's slice; their p50s there decide
+    #: (0: no turns). Over a
     #: simulated RTT a call is long and steady (the proxy's delay): a form's own slice gives
     #: more calls per round than a share of turns, and its p50 decides
     turns: float = 2.0

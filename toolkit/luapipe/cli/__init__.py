@@ -3,8 +3,8 @@
 Each command parses options, calls one library function and renders the result; the main
 group (:class:`LuapipeGroup`) is the one place that turns a
 :class:`~luapipe.errors.LuapipeError` into one line on stderr and exit code 1 (click's usage
-errors exit 2), and an interrupt (Ctrl-C, SIGTERM) into one line naming what it stopped and
-exit code 130 (143). The commands live by job: :mod:`.scripts` (scripts, deploy),
+errors exit 2), and an interrupt (Ctrl-C, SIGTERM, SIGHUP) into one line naming what it
+stopped and exit code 130 (143, 129). The commands live by job: :mod:`.scripts` (scripts, deploy),
 :mod:`.operations` (generate, verify), :mod:`.bench` (bench, report, demo). Only this
 package imports click or prints.
 """
@@ -20,9 +20,10 @@ from typing import Any
 import click
 import redis.exceptions
 
+from luapipe._entry import NAMES, exit_interrupted
 from luapipe.bench import running
 from luapipe.cli import bench, operations, scripts
-from luapipe.cli._common import CLUSTER_KEY, URL_KEY, BadUrl, fail
+from luapipe.cli._common import CLUSTER_KEY, INTERRUPT, URL_KEY, BadUrl, fail
 from luapipe.errors import LuapipeError, mask_url, printable_url, translate
 
 __all__ = ["LuapipeGroup", "OneLineUsage", "main"]
@@ -45,7 +46,14 @@ def _one_line(exc: click.UsageError) -> click.UsageError:
 
 class LuapipeGroup(click.Group):
     """The main group: every command's errors become one masked line and exit code 1
-    (usage errors: 2)."""
+    (usage errors: 2), and an interrupt at any moment one line and exit code 130 (143)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        restore = _take_signals()
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            restore()
 
     def make_context(
         self,
@@ -60,6 +68,7 @@ class LuapipeGroup(click.Group):
             raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
+        _INTERRUPT["unwind"] = True  # a command runs: an interrupt stops what it started
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:  # a command's options and arguments
@@ -84,6 +93,10 @@ class LuapipeGroup(click.Group):
         except OSError as exc:  # files the user named
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")
+        except MemoryError:  # a file or a value larger than this machine can hold
+            fail("out of memory: a file or a value too large for this machine")
+        finally:
+            _INTERRUPT["unwind"] = False
 
 
 def _stdout_gone() -> bool:
@@ -109,49 +122,49 @@ def _stdout_gone() -> bool:
 def main(ctx: click.Context, cluster: bool | None) -> None:
     """luapipe: Redis Lua scripts vs pipelines: deploy, generate, verify and benchmark."""
     ctx.meta[CLUSTER_KEY] = cluster
-    _sigterm_like_ctrl_c(ctx)
 
 
-#: the signal that interrupted the command, and what was running when it arrived
-_INTERRUPT: dict[str, Any] = {}
-_NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+_INTERRUPT = INTERRUPT
 
 
 def _on_signal(signum: int, frame: Any) -> None:
     # A second signal must not cut the clean-up short (stopping the private server).
-    for sig in _NAMES:
+    for sig in NAMES:
         signal.signal(sig, signal.SIG_IGN)
     _INTERRUPT.update(signum=signum, running=running.now())
+    if not _INTERRUPT.get("unwind"):  # parsing the command line, or exiting: click would
+        exit_interrupted(signum)  # print "Aborted!" and exit 1 for a KeyboardInterrupt
     if running.defer_interrupt(lambda: _INTERRUPT.update(running=running.now())):
         return  # inside a fork: raised when it is done (what runs then is what it stops)
     raise KeyboardInterrupt
 
 
-def _sigterm_like_ctrl_c(ctx: click.Context) -> None:
-    """SIGTERM (a CI cancel, ``timeout``) unwinds like Ctrl-C, so every context manager stops
-    what it started: the private redis-server, the RTT proxy, the benchmark's workers; the
-    handler notes what was running, for the one line :func:`_interrupted` prints."""
+def _take_signals() -> Any:
+    """SIGTERM (a CI cancel, ``timeout``) and SIGHUP (the terminal closed) unwind like
+    Ctrl-C, so every context manager stops what it started: the private redis-server, the
+    RTT proxy, the benchmark's workers; the handler notes what was running, for the one
+    line :func:`_interrupted` prints. Returns what gives the previous handlers back
+    (luapipe._entry's, for the interpreter's exit)."""
     if threading.current_thread() is not threading.main_thread():
-        return
+        return lambda: None
     _INTERRUPT.clear()
-    previous = {sig: signal.signal(sig, _on_signal) for sig in _NAMES}
-    ctx.call_on_close(lambda: [signal.signal(sig, h) for sig, h in previous.items()])
+    previous = {sig: signal.signal(sig, _on_signal) for sig in NAMES}
+    return lambda: [signal.signal(sig, h) for sig, h in previous.items()]
 
 
 def _interrupted() -> None:
     """One line naming what the interrupt stopped (everything it had started, unwound by
-    then), and exit code 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM."""
+    then), and exit code 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
     signum = _INTERRUPT.get("signum", signal.SIGINT)
     was = _INTERRUPT.get("running", [])
     left = running.now()  # still running after the clean-up: say so, never claim it stopped
     done = [w for w in was if w not in left]
-    line = f"interrupted by {_NAMES.get(signum, f'signal {signum}')}"
+    what = ""
     if done:
-        line += f"; stopped {running.describe(done)}"
+        what += f"; stopped {running.describe(done)}"
     if left:
-        line += f"; could not stop {running.describe(left)}"
-    click.echo(f"error: {line}", err=True)
-    sys.exit(128 + int(signum))
+        what += f"; could not stop {running.describe(left)}"
+    exit_interrupted(signum, what)
 
 
 for _command in (*scripts.COMMANDS, *operations.COMMANDS, *bench.COMMANDS):

@@ -229,12 +229,11 @@ WIDE = click.option(
 
 
 @click.command()
-@click.argument("specs", nargs=-1)
-@click.option(
-    "--url",
-    callback=common.checked_url(common.TCP_SCHEMES),
-    help="Redis to benchmark; it keeps its data: the run writes and then deletes only "
+@click.argument("specs", nargs=-1, callback=common.finite_files)
+@common.url_options(
+    "Redis to benchmark; it keeps its data: the run writes and then deletes only "
     "luapipe:bench: keys [default: a private redis-server; REDIS_URL is not used]",
+    common.TCP_SCHEMES,
 )
 @click.option(
     "--rtt",
@@ -437,7 +436,9 @@ def _bench(
 
 
 @click.command()
-@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.argument(
+    "results", type=click.Path(exists=True, dir_okay=False), callback=common.finite_files
+)
 @click.option(
     "--html",
     "html_path",
@@ -476,7 +477,7 @@ DEMO_OPERATIONS = ("update_token", "reserve_stock", "rate_limit")
 DEMO_FORMS = ("pipelined", "transaction", "script", "function")
 DEMO_RTTS_MS = (0.0, 0.25, 1.0)
 DEMO_ROUNDS = 20
-#: and at RTT 0 in each round the forms take turns call by call for three times a form's
+#: and at RTT 0 in each round the forms take turns of 16 calls for three times a form's
 #: slice (there the host's stalls dominate a call)
 DEMO_TURNS = 3.0
 #: its contention slice: the operations whose writes depend on their reads, every form, 4
@@ -504,11 +505,10 @@ def demo_parts(duration: float) -> list[tuple[list[Any], Any]]:
 
 
 @click.command()
-@click.option(
-    "--url",
-    callback=common.checked_url(common.TCP_SCHEMES),
-    help="Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
+@common.url_options(
+    "Redis to use; it keeps its data: only luapipe:bench: keys are written and deleted "
     "[default: a private redis-server; REDIS_URL is not used]",
+    common.TCP_SCHEMES,
 )
 @click.option("--out", default="demo-out", show_default=True, type=click.Path(file_okay=False))
 @click.option(

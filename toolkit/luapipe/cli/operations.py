@@ -14,7 +14,13 @@ __all__ = ["COMMANDS"]
 
 
 @click.command()
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument(
+    "specs",
+    nargs=-1,
+    required=True,
+    type=click.Path(dir_okay=False),
+    callback=common.finite_files,
+)
 @click.option(
     "--out",
     default=None,
@@ -38,13 +44,8 @@ def generate(specs: tuple[str, ...], out: str | None, py_out: str | None) -> Non
 
 
 @click.command("verify")
-@click.argument("specs", nargs=-1, required=True)
-@click.option(
-    "--url",
-    default=None,
-    callback=common.checked_url(),
-    help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
-)
+@click.argument("specs", nargs=-1, required=True, callback=common.finite_files)
+@common.url_options("Redis URL [default: a private embedded server; REDIS_URL is not used].")
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=1, show_default=True, type=int)
@@ -128,12 +129,7 @@ def functions_build(directory: str, base: str, out: str, as_json: bool) -> None:
 @functions.command("verify")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True))
 @_LIBRARY
-@click.option(
-    "--url",
-    default=None,
-    callback=common.checked_url(),
-    help="Redis URL [default: a private embedded server; REDIS_URL is not used].",
-)
+@common.url_options("Redis URL [default: a private embedded server; REDIS_URL is not used].")
 @click.option("--fake", is_flag=True, help="Use an in-process fakeredis server.")
 @click.option("--cases", default=200, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=1, show_default=True, type=int)
@@ -152,7 +148,6 @@ def functions_verify(
     import contextlib
     import shlex
 
-    from luapipe.errors import mask_url
     from luapipe.operations.builtverify import verify_built
     from luapipe.scripts.registry import ScriptRegistry
 
@@ -161,7 +156,7 @@ def functions_verify(
     reg = ScriptRegistry.from_directory(directory, functions=base)
     for name in names:
         reg[name]  # an unknown name is one error before a server starts
-    where = "--fake" if fake else f"--url {shlex.quote(mask_url(url))}" if url else ""
+    where = "--fake" if fake else common.url_given()
     command = f"luapipe functions verify {shlex.quote(directory)} --library {base} {where}"
     with contextlib.ExitStack() as stack:
         if fake:
@@ -199,7 +194,7 @@ def _fake_client() -> redis.Redis:
 
 
 @functions.command("gc")
-@click.argument("specs", nargs=-1)
+@click.argument("specs", nargs=-1, callback=common.finite_files)
 @common.url_option
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
 @common.json_option

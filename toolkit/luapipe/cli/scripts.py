@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from luapipe.scripts.problems import counted
 from luapipe.scripts.registry import ScriptRegistry
 from luapipe.scripts.script import one_line
 from luapipe.wire.connect import resolve_url
+from luapipe.wire.limits import bulk_limit, refusal
+from luapipe.wire.values import param_name
 
 __all__ = ["COMMANDS"]
 
@@ -161,9 +166,10 @@ def scripts_status(directory: str | None, url: str | None, as_json: bool) -> Non
     "--arg-file",
     "arg_files",
     multiple=True,
-    type=click.File("rb"),
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
     help="An argument read from a file, byte for byte ('-' is stdin); after the --arg ones, "
-    "in order (repeat). For values too long for a command line.",
+    "in order (repeat). For values too long for a command line; at most the server's "
+    "proto-max-bulk-len.",
 )
 @common.dir_option
 @common.url_option
@@ -172,7 +178,7 @@ def scripts_call(
     name: str,
     keys: tuple[str, ...],
     args: tuple[str, ...],
-    arg_files: tuple[Any, ...],
+    arg_files: tuple[str, ...],
     directory: str | None,
     url: str | None,
     as_json: bool,
@@ -181,11 +187,51 @@ def scripts_call(
     nil, lists and maps as JSON (with --json: always JSON, nil is null). A broken script
     elsewhere in the directory does not stop the call of a good one."""
     reg = common.registry(directory, strict=False)
-    values: tuple[str | bytes, ...] = (*args, *(f.read() for f in arg_files))
-    if reg.function_call(name, keys, values) is None:  # a function's counts checked there
-        reg[name].check_call(keys, values)  # before connecting
-    result = _plain(reg.call(common.client(url), name, keys=keys, args=values))
+    if "-" in arg_files and common.stdin_taken():
+        raise click.UsageError(f"{common.stdin_taken()} and --arg-file - both read stdin")
+    counted: list[str | bytes] = [*args, *(b"" for _ in arg_files)]  # before reading
+    call = reg.function_call(name, keys, counted)  # a function's counts checked there
+    if call is None:
+        reg[name].check_call(keys, counted)  # before connecting
+    who = f"function {call.function.name!r}" if call else f"script {name!r}"
+    params = call.function.args if call else reg[name].args
+    client = common.client(url)
+    values: list[str | bytes] = list(args)
+    if arg_files:  # each read no further than the server takes
+        limit, node = bulk_limit(client)
+        for path in arg_files:
+            i = len(values)
+            what = f"{who}: args[{i}]{param_name(params, i)} (--arg-file {path})"
+            values.append(_read_bounded(path, limit, what, node))
+    result = _plain(reg.call(client, name, keys=keys, args=values))
     click.echo(json.dumps(result) if as_json else _show(result))
+
+
+def _read_bounded(path: str, limit: int, what: str, node: str) -> bytes:
+    """The bytes of ``path`` (``-``: stdin), at most ``limit`` (``node``'s proto-max-bulk-len)
+    of them: a file known to be longer is refused before it is read, and a stream (a pipe,
+    /dev/zero) once it has given one byte more; ``what`` names the value in the refusal."""
+    with click.open_file(path, "rb") as f:
+        known = None
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no file number
+            st = os.fstat(f.fileno())
+            known = st.st_size if stat.S_ISREG(st.st_mode) else None
+        if known is not None and known > limit:
+            raise refusal(what, known, node, limit)
+        if known is not None:  # read at once: no second copy of a value near the limit
+            whole: bytes = f.read(limit + 1)
+            if len(whole) <= limit:
+                return whole
+            raise refusal(what, None, node, limit)  # it grew meanwhile
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = f.read(min(1 << 20, limit + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+    raise refusal(what, None, node, limit)
 
 
 def _plain(value: Any) -> Any:
@@ -219,6 +265,8 @@ def scripts_flush(url: str | None, yes: bool) -> None:
             answer = click.confirm(question, default=False)
         except click.Abort:  # no terminal to answer (end of input), or Ctrl-C
             click.echo()  # end the question's line
+            if common.interrupted():
+                raise KeyboardInterrupt from None
             common.fail(f"not flushed: no answer to the question; pass --yes to flush {where}")
         if not answer:
             common.fail("not flushed (pass --yes to skip the question)")
@@ -253,6 +301,7 @@ def scripts_kill(url: str | None) -> None:
     "lock",
     type=click.Path(dir_okay=False),
     default=None,
+    callback=common.finite_files,
     help=f"Lock file [default: <dir>/{LOCK_NAME}].",
 )
 @click.option("--check", is_flag=True, help="Only report drift (exit 1 if any); change nothing.")

@@ -20,6 +20,7 @@ import redis.exceptions as rex
 from luapipe.errors import CallArgumentError, TransactionAborted
 from luapipe.operations import prelude
 from luapipe.wire.replies import ReplyError, full_error_text, raise_for
+from luapipe.wire.values import shown
 
 __all__ = [
     "Cmd",
@@ -192,7 +193,7 @@ def _arg_value(name: str, kind: str, v: Any) -> Any:
             raise CallArgumentError(f"argument {name!r} must be a non-empty {kind}")
         return [_arg_value(name, kind[5:-1], x) for x in v]
     if not ok[kind]:
-        raise CallArgumentError(f"argument {name!r} must be a {kind}, got {v!r}")
+        raise CallArgumentError(f"argument {name!r} must be a {kind}, got {shown(v)}")
     return float(v) if kind == "float" else v
 
 

@@ -118,7 +118,9 @@ def _slot(plan: Plan, env: Env, cluster: bool) -> int | None:
 def sizes(plan: Plan, env: Env, form: str, cluster: bool) -> Steps[None]:
     """A key or argument over its node's proto-max-bulk-len, refused by name before anything
     is sent: the server would reset the connection mid-request, which reads as an unknown
-    outcome. (The script and function forms check theirs in the registry's steps.)"""
+    outcome. Every form asks here, so every form says it in the same words, naming the
+    operation and the argument (the registry's steps would name the generated script, or
+    the generated function without its arguments' names)."""
     keys, args = steps.split(plan, env)
     if not (might_exceed(keys) or might_exceed(args)):
         return
@@ -167,11 +169,13 @@ def transaction(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Ste
 
 
 def script(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
+    yield from sizes(plan, env, "script", cluster)
     reg, call = steps.script_call(plan, env)
     return wire((yield from call_steps(call, reg.known, policy, cluster=cluster))), 0
 
 
 def function(plan: Plan, env: Env, policy: RetryPolicy, cluster: bool) -> Steps[Outcome]:
+    yield from sizes(plan, env, "function", cluster)
     call = steps.function_call(plan, env)
     return wire((yield from function_call_steps(call, policy, cluster=cluster))), 0
 

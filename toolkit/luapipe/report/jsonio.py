@@ -25,9 +25,12 @@ renders)::
       "records": [{   # one per (operation, form, rtt, clients)
         "operation", "form", "rtt_ms_nominal", "rtt_ms_measured", "clients",
         "ops",                       # logical operations completed (calls x batch)
-        "ops_per_sec",
+        "ops_per_sec",               # the median round's (beside its interval); with one
+                                     # round, over the round
         "latency_ms": {"p50","p90","p95","p99","p999","max","mean","min"},  # per call; null
-                                     # when too few samples (p99.9 needs >= 1000)
+                                     # when too few samples (p99.9 needs >= 1000); p50, p99
+                                     # and mean: the median round's (beside their
+                                     # intervals), the others over every call
         "round_trips_per_op", "commands_per_op",  # measured by a counting connection
         "server_usec_per_op", "server_commands_per_op",  # INFO commandstats deltas
         "retries_per_op", "abort_rate", "errors", "error_samples",
@@ -51,7 +54,7 @@ renders)::
         "rounds": [{"ops_per_sec", "calls", "seconds", "p50", "p99", "mean",  # per round
                     "client_cpu_us", "server_us", "server_cpu_us",  # per op (v2, issue 19)
                     "p50_turns"}],           # one client at RTT 0: p50 with the forms taking
-                                             # turns call by call
+                                             # turns of 16 calls
         "ops_per_sec_interval": [lo, hi],    # the median round's interval (null: 1 round);
         "latency_ms_interval": {"p50", "p99", "mean": [lo, hi] or null},  # every interval
                                              # of a report is of its median round (the sign
@@ -59,8 +62,12 @@ renders)::
         "lost_updates", "invariant_cases",  # cases whose invariant broke, of those checked
         "contention",                # hot | spread | zipf:S
         "server_cpu_usec_per_op",    # the server's main thread (INFO cpu) per op
-        "cpu_usec_per_op", "cpu_usec_per_op_interval",  # client + server main thread
-        "p50_turns_ms", "p50_turns_ms_interval"  # median of the rounds' p50_turns
+        "cpu_usec_per_op", "cpu_usec_per_op_interval",  # client + server main thread (the
+                                     # median round's, beside its interval)
+        "p50_turns_ms", "p50_turns_ms_interval",  # median of the rounds' p50_turns
+        "pooled": {"ops_per_sec", "latency_ms": {"p50", "p99", "mean"},  # the same figures
+                   "cpu_usec_per_op"}  # over every call of every round (a round weighs by
+                                       # its calls); the model is compared with the shown mean
       }],
       "crossovers": [{"operation", "clients", "more_trips", "fewer_trips",
                       "rtt_ms",              # 2 significant digits; null unless kind "above"
@@ -119,6 +126,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +181,45 @@ def write_json(result: dict[str, Any], path: str | Path) -> None:
     write_whole(path, text + "\n")
 
 
+def _median(values: list[Any]) -> float | None:
+    known = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    return statistics.median(known) if known else None
+
+
+def _median_round_figures(r: dict[str, Any]) -> None:
+    """A record written before ``pooled`` (its figures over every call of every round,
+    beside intervals of the median round): the median round's figures where it has an
+    interval, the old ones kept as ``pooled``, as a run writes them now."""
+    rounds = r.get("rounds")
+    if "pooled" in r or not isinstance(rounds, list) or len(rounds) < 2:
+        return
+    if not all(isinstance(x, dict) for x in rounds):
+        return
+    lat, spans = r.get("latency_ms"), r.get("latency_ms_interval")
+    lat = lat if isinstance(lat, dict) else {}
+    spans = spans if isinstance(spans, dict) else {}
+    r["pooled"] = {
+        "ops_per_sec": r.get("ops_per_sec"),
+        "latency_ms": {k: lat.get(k) for k in ("p50", "p99", "mean")},
+        "cpu_usec_per_op": r.get("cpu_usec_per_op"),
+    }
+    shown = _median([x.get("ops_per_sec") for x in rounds])
+    if r.get("ops_per_sec_interval") and shown is not None:
+        r["ops_per_sec"] = shown
+    for k in ("p50", "p99", "mean"):
+        shown = _median([x.get(k) for x in rounds])
+        if spans.get(k) and shown is not None:
+            lat[k] = shown
+    cpu = []
+    for x in rounds:
+        client, server = x.get("client_cpu_us"), x.get("server_cpu_us")
+        both = isinstance(client, int | float) and isinstance(server, int | float)
+        cpu.append(client + server if both else None)
+    shown = _median(cpu)
+    if r.get("cpu_usec_per_op_interval") and shown is not None:
+        r["cpu_usec_per_op"] = shown
+
+
 def load_results(path: str | Path) -> dict[str, Any]:
     """Read a results file and check it has the fields every renderer needs."""
     try:
@@ -184,6 +231,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise LuapipeError(f"{path}: not a luapipe results file ({exc})") from None
     check_results(data, str(path), REQUIRED_RECORD_FIELDS)
+    for r in data["records"]:
+        _median_round_figures(r)
     data.setdefault("manifest", {}).setdefault("spec", {})
     data.setdefault("calibration", [])
     data.setdefault("crossovers", [])

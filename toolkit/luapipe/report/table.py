@@ -120,7 +120,13 @@ def _half(value: Any, iv: Any) -> str:
     down, up = round(-below), round(above)
     if down >= 0 and up >= 0 and abs(down - up) <= 1:  # as far within a point: "1", not "-0/+1"
         return str(max(down, up))
-    return f"{below:+.0f}/{above:+.0f}"
+    return f"{_signed(below)}/{_signed(above)}"
+
+
+def _signed(pct: float) -> str:
+    """ "-16", "+318", and "0" for an end within half a point of the figure ("+0" would read
+    as an end above it)."""
+    return "0" if round(pct) == 0 else f"{pct:+.0f}"
 
 
 def _p50_spread(r: Row) -> str:
@@ -411,12 +417,14 @@ def _legend(open_loop: bool, wide: bool) -> list[str]:
     out = [
         (
             "+-% = where the interval of ops/s across rounds ends, in percent of ops/s "
-            "(below/above; one number when both ends are as far)"
+            "(below/above; one number when both ends are as far); ops/s, p50 and p99 are the "
+            "median round's, p99.9 and max over every call"
             if wide
             else "+-% = where the interval of the figure before it ends, in percent of it "
             "(below/above; one number when both ends are as far), the figure that decides its "
-            "block; turns = the median round's p50 while the forms took turns call "
-            "by call (one client); cpu/op = the client's plus the server's CPU per op"
+            "block; turns = the p50 while the forms took turns of 16 "
+            "calls (one client); cpu/op = the client's plus the server's CPU per op; ops/s, "
+            "p50, p99, turns and cpu/op are each the median round's, inside its interval"
         )
         + " (intervals: see the method at the end); srv us = server time inside commands per "
         "op (commandstats); cpu us = the "

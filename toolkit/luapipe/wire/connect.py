@@ -175,7 +175,8 @@ def client_from_url(
 
 def _with_hint(err: LuapipeError, exc: Exception, url: str) -> LuapipeError:
     """The likely cause beside the server's words, for the classic set-up mistakes: TLS on
-    one side only, a certificate that does not verify."""
+    one side only, a certificate that does not verify (a TCP URL's: a unix socket has no
+    TLS to get wrong)."""
     text = str(exc)
     verify = _VERIFY.search(text)
     if verify is not None or "CERTIFICATE_VERIFY_FAILED" in text:  # the whole story
@@ -187,6 +188,8 @@ def _with_hint(err: LuapipeError, exc: Exception, url: str) -> LuapipeError:
             cause = f"the server's TLS certificate failed verification ({why}): pass the CA "
             cause += "that signed it in the URL, ?ssl_ca_certs=/path/to/ca.pem"
         return type(err)(f"cannot connect to Redis at {printable_url(url)}: {cause}")
+    if url.startswith("unix://"):  # no TLS on a unix socket: no TLS hint either
+        return err
     hint = _tls_hint(text.lower(), url.startswith("rediss://"))
     return type(err)(f"{err} ({hint})") if hint else err
 

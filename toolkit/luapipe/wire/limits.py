@@ -12,6 +12,9 @@ A registry remembers each node's limit (:class:`BulkLimits`), so later big value
 without asking again; a value the remembered limit refuses is checked against a fresh one
 first (the limit may have been raised since). If the question itself gets no answer, the
 request was not sent: :class:`~luapipe.errors.ConnectionFailed`, nothing ran.
+
+:func:`refusal` is the one way a value over the limit is refused, in every form (and the
+CLI's ``--arg-file``, which reads a file no further than :func:`bulk_limit`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from redis.exceptions import DataError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from luapipe.errors import CallArgumentError, ConnectionFailed, OutcomeUnknown, redis_io_class
+from luapipe.wire.drivers import drive
 from luapipe.wire.replies import Command, ReplyError
-from luapipe.wire.routing import Send, Steps
+from luapipe.wire.routing import Nodes, Send, Steps
 
 __all__ = [
     "BulkLimits",
@@ -33,12 +37,15 @@ __all__ = [
     "LIMIT_QUESTION",
     "SMALLEST_LIMIT",
     "Sized",
+    "bulk_limit",
     "check_sizes",
     "fits",
     "limit_steps",
     "sizes_steps",
     "might_exceed",
+    "refusal",
     "sent_size",
+    "smallest_limit_steps",
 ]
 
 #: the lowest ``proto-max-bulk-len`` Redis accepts: a shorter value is never refused
@@ -143,9 +150,32 @@ def check_sizes(node: str, limit: int, items: Sequence[Sized]) -> None:
         for i, v in enumerate(values):
             size = sent_size(v)
             if size > limit:
-                raise CallArgumentError(
-                    f"{who}: {kind}[{i}]{name_of(i)} is {size:,} bytes, more than the "
-                    f"proto-max-bulk-len of the server at {node} ({limit:,} bytes); nothing "
-                    "was sent (raise it with CONFIG SET proto-max-bulk-len, or send less)",
-                    like=DataError,
-                )
+                raise refusal(f"{who}: {kind}[{i}]{name_of(i)}", size, node, limit)
+
+
+def refusal(what: str, size: int | None, node: str, limit: int) -> CallArgumentError:
+    """The refusal of a value longer than ``node``'s ``limit``: ``what`` names the value
+    (``script 'x': args[1] (limit)``), ``size`` is its length in bytes, or None for one read
+    no further than the limit (a stream: its length is not known)."""
+    how = f"is {size:,} bytes, more" if size is not None else "is longer"
+    return CallArgumentError(
+        f"{what} {how} than the proto-max-bulk-len of the server at {node} ({limit:,} "
+        "bytes); nothing was sent (raise it with CONFIG SET proto-max-bulk-len, or send less)",
+        like=DataError,
+    )
+
+
+def smallest_limit_steps() -> Steps[tuple[int, str]]:
+    """The smallest ``proto-max-bulk-len`` of the nodes a call may go to (the server, or
+    every node of a cluster), and that node: what a value read before its call knows where
+    it goes (a file) must fit."""
+    nodes = yield Nodes()
+    found = []
+    for node in nodes:
+        found.append(((yield from limit_steps(node)), node))
+    return min(found)
+
+
+def bulk_limit(client: Any) -> tuple[int, str]:
+    """:func:`smallest_limit_steps` on a sync client (redis.Redis or RedisCluster)."""
+    return drive(smallest_limit_steps(), client)

@@ -16,7 +16,7 @@ from redis.exceptions import DataError
 
 from luapipe.errors import CallArgumentError
 
-__all__ = ["PLAIN", "Named", "check_values", "param_name"]
+__all__ = ["PLAIN", "Named", "check_values", "param_name", "shown"]
 
 #: the classes of the usual values, checked by identity on the hot path
 PLAIN = frozenset({str, bytes, int, float})
@@ -30,6 +30,15 @@ class Named(Protocol):
     def name(self) -> str: ...
     @property
     def variadic(self) -> bool: ...
+
+
+def shown(value: object, width: int = 40) -> str:
+    """``value`` as a message shows it: its repr, cut to ``width`` characters (a value of
+    megabytes must not make a message of megabytes)."""
+    if isinstance(value, str | bytes):  # without the whole repr of a long one
+        value = value[: width + 1]
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def param_name(params: Sequence[Named] | None, i: int) -> str:
@@ -61,9 +70,8 @@ def check_values(
             or not isinstance(v, _SENDABLE)
             or (isinstance(v, int) and v.__class__ is not int)
         ):
-            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
             raise CallArgumentError(
-                f"{what}: {kind}[{i}]{param_name(params, i)} is {shown} ({type(v).__name__}); "
+                f"{what}: {kind}[{i}]{param_name(params, i)} is {shown(v)} ({type(v).__name__}); "
                 "keys and args must be str, bytes, int or float; nothing was sent",
                 like=DataError,
             )

@@ -166,19 +166,103 @@ def rule_at(rounds: int, margin_pct: float) -> str:
     )
 
 
+def reach(c: Comparison) -> tuple[float, float] | None:
+    """How far ``c``'s estimate lies from the end of the margin its interval straddles, and
+    how many times narrower the interval must become to clear it if the estimate held
+    (``(distance, factor)``, both of the logs of the ratios); None where an end is unbounded
+    (a form lost whole rounds) or ``c`` is decided."""
+    x = c.ratio
+    if x is None or c.decided or not (0 < x.lo <= x.value <= x.hi < math.inf):
+        return None
+    e, lo, hi = math.log(x.value), math.log(x.lo), math.log(x.hi)
+    b = math.log1p(c.margin_pct / 100.0)
+    if e > b:  # ahead once the lower end clears the margin
+        sides = [(e - b, e - lo)]
+    elif e < -b:  # behind once the upper end does
+        sides = [(-b - e, hi - e)]
+    else:  # equivalent once both ends come within it
+        sides = [(b - e, hi - e), (e + b, e - lo)]
+    d, w = min(sides, key=lambda s: s[0] / s[1] if s[1] > 0 else math.inf)
+    return (d, w / d if d > 0 else math.inf)
+
+
+#: an estimate nearer the margin than this share of it (of the logs: 1.1x +- 2.4% at a 10%
+#: margin) sits at the margin: more data narrows its interval around a difference of about
+#: the margin itself, which may stay on the line however narrow it gets
+AT_MARGIN = 0.25
+
+
+def at_margin(c: Comparison) -> bool:
+    """Whether ``c``'s estimate sits at the margin (see :data:`AT_MARGIN`)."""
+    found = reach(c)
+    return found is not None and found[0] < AT_MARGIN * math.log1p(c.margin_pct / 100.0)
+
+
+def rounds_to_decide(c: Comparison) -> int | None:
+    """About how many rounds would narrow ``c``'s interval enough to decide it if its
+    estimate held (the interval of a median narrows as one over the root of the rounds),
+    rounded up to ten; None where no count would (unbounded, or at the margin)."""
+    found = reach(c)
+    if found is None or at_margin(c) or c.ratio is None:
+        return None
+    n = c.ratio.rounds
+    return max(n + 1, 10 * math.ceil(n * found[1] ** 2 / 10))
+
+
+def _margin_end(c: Comparison) -> str:
+    """The end of the margin nearest ``c``'s estimate, as the words show the ratio."""
+    assert c.ratio is not None
+    up = 1.0 + c.margin_pct / 100.0
+    shown = _shown(c.ratio, c.figure).value
+    return _x(up if shown >= 1.0 else 1.0 / up)
+
+
+def _pairs(cs: list[Comparison]) -> str:
+    names = [f"{c.form} vs {c.other}" for c in cs]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
 def _would_decide(v: Verdict) -> str:
-    """What would decide an inconclusive point."""
+    """What would decide an inconclusive point, and where nothing may: a pair whose estimate
+    sits at the margin is said to be there, never promised a decision by more data."""
     short = [c for c in v.inconclusive if c.ratio is None or not c.ratio.sufficient]
     if short:
         return (
-            f"at least {MIN_ROUNDS} rounds (luapipe bench --rounds {MIN_ROUNDS} or more; with "
-            "fewer, no interval covers 95%)"
+            f"at least {MIN_ROUNDS} rounds are needed before anything is decided (luapipe "
+            f"bench --rounds {MIN_ROUNDS} or more; with fewer, no interval covers 95%)"
         )
-    rounds = max((c.ratio.rounds for c in v.inconclusive if c.ratio is not None), default=10)
-    return (  # the demo has no --rounds: the command that takes it is named
-        f"a narrower interval: more rounds (luapipe bench --rounds {2 * rounds}), a longer "
-        "--duration (more calls per round) or a quieter machine (fewer stalls)"
-    )
+    line = [c for c in v.inconclusive if at_margin(c)]
+    rest = [c for c in v.inconclusive if c not in line]
+    clauses = []
+    if rest:
+        counts = [rounds_to_decide(c) for c in rest]
+        had = max(c.ratio.rounds for c in rest if c.ratio is not None)
+        rounds = f"more rounds (luapipe bench --rounds {2 * had})"  # an end is unbounded
+        if all(counts):
+            n = max(x for x in counts if x is not None)
+            rounds = (
+                f"about {n} rounds if the estimate holds (luapipe bench --rounds {n}; this run "
+                f"had {had})"
+            )
+        clauses.append(
+            f"{_pairs(rest)}: a narrower interval would decide it: {rounds}, a longer "
+            "--duration (more calls per round) or a quieter machine (fewer stalls)"
+        )
+    if line:
+        said = ", ".join(
+            f"{_x(_shown(c.ratio, c.figure).value)} the {_SHORT[c.figure.key]} of {c.other}"
+            for c in line
+            if c.ratio is not None
+        )
+        ends = " and ".join(dict.fromkeys(_margin_end(c) for c in line))
+        one = len(line) == 1
+        clauses.append(
+            f"{_pairs(line)}: the {'estimate sits' if one else 'estimates sit'} at the margin "
+            f"({said}; the margin at {ends}): more rounds, a longer --duration or a quieter "
+            f"machine narrow the {'interval' if one else 'intervals'}, but "
+            f"{'it' if one else 'they'} may stay on the line"
+        )
+    return "; ".join(clauses)
 
 
 def calls_meet(r: Row) -> bool:
@@ -258,9 +342,9 @@ def _cpu_figures(v: Verdict) -> str:
     rows = [r for r in v.rows if r["form"] in v.at_stake]
     parts = []
     for r in rows:
-        c, s = r.get("client_cpu_usec_per_op"), r.get("server_cpu_usec_per_op")
-        if c is not None and s is not None:
-            parts.append(f"{r['form']} {float(c) + float(s):.3g} us")
+        cpu = CPU.of_record(r)  # the median round's, as the table shows it
+        if cpu is not None:
+            parts.append(f"{r['form']} {cpu:.3g} us")
     return ", ".join(parts)
 
 
@@ -320,7 +404,7 @@ def explain(
         headline = f"{op} {at}: not decided: " + "; ".join(open_)
         if equal or ahead:
             headline += f"; {form} is " + "; ".join(equal + ahead)
-        main = f"the data cannot tell at +-{_pct(v.margin_pct)}: {would} would decide it"
+        main = f"the data cannot tell at +-{_pct(v.margin_pct)}: {would}"
         main += f"; meanwhile {form}, by policy" + tail
     elif equal:
         status = "equivalent"
@@ -341,7 +425,7 @@ def explain(
     if policy and (equivalents or undecided):
         reasons.append(policy)
     if would:
-        reasons.append(f"what would decide it: {would}")
+        reasons.append(f"what more data can do: {would}")
     cpu = _server_cpu(v)
     if cpu:
         reasons.append(cpu)

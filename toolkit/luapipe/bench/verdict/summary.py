@@ -49,8 +49,8 @@ def method(records: Sequence[Row], margin_pct: float = MARGIN_PCT) -> str:
     figures = (
         "The figure, per round: with one client and one call at a time, and in the open loop "
         "(--rate), the p50 latency, the median call's (a stall of the host delays a few calls "
-        "of a round, not its median; at RTT 0 with one client, while the forms take turns call "
-        "by call); with several clients or several calls in flight (--tasks) the throughput, "
+        "of a round, not its median; at RTT 0 with one client, while the forms take turns of "
+        "16 calls); with several clients or several calls in flight (--tasks) the throughput, "
         "or at RTT 0 the client's plus the server's CPU per op (there the clients and the "
         "server share the host's CPUs)."
     )
