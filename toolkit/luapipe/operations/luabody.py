@@ -196,9 +196,9 @@ class _Body(LuaStatements):
         then the named replies and the reply.
 
         The first error's message is kept (``_e``) and returned with redis.error_reply: on
-        Redis the same reply as returning pcall's table. fakeredis (2.40) keeps a pcall
-        error's message as a Python object that a Function sometimes read back as another
-        (a spurious verify --fake mismatch): taking the message at once avoids it."""
+        Redis the same reply as returning pcall's table. (On fakeredis 2.40 with lupa 2.8 a
+        pcall error's message can be another error's text whenever it is read: that is
+        the fake's, and verify rechecks it, see :mod:`luapipe.operations.fakequirks`.)"""
         out = self.out
         staged = [self.stage(j, w) for j, w in enumerate(self.op.writes, start=1)]
         early = not self.op.late_returns and any(
