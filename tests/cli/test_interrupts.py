@@ -26,8 +26,8 @@ class Luapipe:
 
     def __init__(self, *args: str, cwd: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "luapipe", *args],
+        self.proc = subprocess.Popen(  # a crash prints where it happened (shown by asserts)
+            [sys.executable, "-X", "faulthandler", "-m", "luapipe", *args],
             cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
