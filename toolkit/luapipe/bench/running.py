@@ -17,7 +17,9 @@ from typing import Any
 
 __all__ = ["defer_interrupt", "describe", "forking", "now", "running", "started", "stopped"]
 
-_lock = threading.Lock()
+#: reentrant: the interrupt handler asks :func:`now` on the main thread, which may be inside
+#: :func:`started` or :func:`stopped` at that instant (a plain Lock waited on itself forever)
+_lock = threading.RLock()
 _live: dict[int, str] = {}
 _tokens = itertools.count()
 
