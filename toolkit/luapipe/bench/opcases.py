@@ -14,7 +14,7 @@ from typing import Any
 
 from luapipe.bench.batching import lockstep
 from luapipe.bench.benchkeys import tagged
-from luapipe.bench.profile import default_case, profile_case, wrote_in
+from luapipe.bench.profile import copy_namespace, default_case, profile_case, rebase, wrote_in
 from luapipe.errors import LuapipeError
 from luapipe.operations.benchprofile import BenchDraw
 from luapipe.operations.casegen import Case
@@ -107,6 +107,13 @@ def write_states(client: Any, cases: Sequence[Case], *, delete: bool = True) -> 
     for start in range(0, len(cmds), 2000):
         for reply in execute_routed(client, cmds[start : start + 2000])[0]:
             transport.raise_for(reply)
+
+
+def write_copies(client: Any, cases: Sequence[Case], n: int) -> None:
+    """Copies 1 to n-1 of every case's initial state, each in its own namespace, for the
+    slices that renew a written case by moving on to a fresh copy (copy 0 is the case)."""
+    copies = [rebase(c, copy_namespace(c.namespace, str(j))) for c in cases for j in range(1, n)]
+    write_states(client, copies, delete=False)
 
 
 def invariants(op: Any, client: Any, cases: Sequence[Case]) -> list[Any]:

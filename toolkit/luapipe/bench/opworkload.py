@@ -26,7 +26,7 @@ import redis
 from luapipe.bench.batching import CLUSTER_REFUSAL
 from luapipe.bench.benchkeys import delete_matching, patterns
 from luapipe.bench.opcalls import AsyncOpCalls, OpCalls
-from luapipe.bench.opcases import invariants, select_cases, write_states
+from luapipe.bench.opcases import invariants, select_cases, write_copies, write_states
 from luapipe.bench.profile import (
     DEFAULT_WRITE_SHARE,
     CallArgs,
@@ -163,12 +163,7 @@ class OperationWorkload:
             return
         # 64 before any slice said how far they go, then 4x what the last slices reached
         n = min(budget, int(self.state.get("need", 64)))
-        copies = [
-            rebase(case, copy_namespace(case.namespace, str(j)))
-            for case in self.cases
-            for j in range(1, n)
-        ]
-        write_states(client, copies, delete=False)
+        write_copies(client, self.cases, n)
         self.state["copies"] = n
 
     def _invariant(self, client: redis.Redis, case: Any) -> Any:

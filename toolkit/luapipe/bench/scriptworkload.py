@@ -29,7 +29,7 @@ import redis
 
 from luapipe.bench.benchkeys import delete_matching, patterns, tagged
 from luapipe.bench.opcalls import AsyncOpCalls
-from luapipe.bench.opcases import write_states
+from luapipe.bench.opcases import write_copies, write_states
 from luapipe.bench.profile import DEFAULT_KEY_COUNT, CallArgs, copy_namespace, rebase
 from luapipe.bench.pyforms import PythonForm, awaitable_error, load_callable
 from luapipe.bench.scriptcalls import Calls, Flag, Target, async_runner, sync_runner
@@ -239,12 +239,7 @@ class ScriptWorkload:
         renew = self.draw.renew if self.draw is not None else "never"
         if renew == "refused":
             n = max(64, int(self.state.get("need", 0)))
-            copies = [
-                rebase(c, copy_namespace(c.namespace, str(j)))
-                for c in self.cases
-                for j in range(1, n)
-            ]
-            write_states(client, copies, delete=False)
+            write_copies(client, self.cases, n)
             self.state["copies"] = n
 
     def prepare(self, client: redis.Redis, form: str) -> None:
